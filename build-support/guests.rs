@@ -1,0 +1,95 @@
+//! Shared by the build scripts that compile guest components (`host/build.rs`, `tests/build.rs`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TARGET: &str = "wasm32-wasip2";
+
+/// The workspace root (the parent of the crate being built).
+fn workspace() -> PathBuf {
+    let manifest = PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    );
+    manifest
+        .parent()
+        .expect("crates live one level below the workspace root")
+        .to_path_buf()
+}
+
+/// Fail the build with a message that says exactly what to run, when the target is missing.
+fn require_target() {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let installed = sysroot.is_some_and(|s| s.join("lib/rustlib").join(TARGET).is_dir());
+    if !installed {
+        panic!(
+            "\n\nvak builds its tools as WebAssembly components for the `{TARGET}` target, which is not installed.\n\
+             Install it with:\n\n    rustup target add {TARGET}\n\nthen run the same cargo command again.\n"
+        );
+    }
+}
+
+/// Build the guest packages `packages` (`(file name, package name)`) in release-like `guest`
+/// profile and copy each component to `out/<file name>.wasm`.
+pub fn build(packages: &[(&str, &str)], out: &Path) {
+    let root = workspace();
+    for dir in ["guest-sdk", "wit", "tools", "tests/guests", "build-support"] {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    }
+    println!("cargo:rerun-if-env-changed=VAK_GUEST_TARGET_DIR");
+    require_target();
+    let target_dir = std::env::var_os("VAK_GUEST_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target").join("guests"));
+
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&root)
+        .args([
+            "build",
+            "--profile",
+            "guest",
+            "--target",
+            TARGET,
+            "--target-dir",
+        ])
+        .arg(&target_dir);
+    for (_, package) in packages {
+        cmd.args(["-p", package]);
+    }
+    // What this build script inherited is for the host build, not for the guests.
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "CARGO_MAKEFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd
+        .status()
+        .expect("could not run cargo to build the guest components");
+    assert!(
+        status.success(),
+        "building the guest components for {TARGET} failed (see above)"
+    );
+
+    std::fs::create_dir_all(out).expect("create the output directory for components");
+    for (file, package) in packages {
+        let built = target_dir
+            .join(TARGET)
+            .join("guest")
+            .join(format!("{}.wasm", package.replace('-', "_")));
+        let dest = out.join(format!("{file}.wasm"));
+        std::fs::copy(&built, &dest)
+            .unwrap_or_else(|e| panic!("copy {} to {}: {e}", built.display(), dest.display()));
+    }
+}

@@ -1,0 +1,81 @@
+//! Typed wrappers over the capability imports. A tool binary imports a capability interface only
+//! when it calls one of these functions, so `vak inspect` shows exactly what the code uses.
+
+use crate::bindings::vak::tool::types::CapabilityError as WitCapabilityError;
+use std::fmt;
+
+/// Why the host did not carry out a capability request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CapabilityError {
+    /// The request is outside what this call was granted.
+    Denied(String),
+    /// The grant was revoked while the call was running.
+    Revoked(String),
+    /// The request itself is invalid (an unknown zone, a malformed argument).
+    Invalid(String),
+    /// The host could not complete the effect.
+    Failed(String),
+}
+
+impl From<WitCapabilityError> for CapabilityError {
+    fn from(e: WitCapabilityError) -> Self {
+        match e {
+            WitCapabilityError::Denied(m) => Self::Denied(m),
+            WitCapabilityError::Revoked(m) => Self::Revoked(m),
+            WitCapabilityError::Invalid(m) => Self::Invalid(m),
+            WitCapabilityError::Failed(m) => Self::Failed(m),
+        }
+    }
+}
+
+impl fmt::Display for CapabilityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Denied(m) => write!(f, "denied: {m}"),
+            Self::Revoked(m) => write!(f, "revoked: {m}"),
+            Self::Invalid(m) => write!(f, "invalid request: {m}"),
+            Self::Failed(m) => write!(f, "failed: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for CapabilityError {}
+
+/// The host clock, always read in an explicit IANA zone (there is no default zone).
+pub mod clock {
+    use super::CapabilityError;
+    use crate::bindings::vak::tool::clock as wit;
+
+    pub use wit::Reading;
+
+    /// The current instant in `zone` (e.g. `Europe/Paris`). The reading carries the id of the
+    /// host receipt that records it; cite it as `observed` evidence.
+    pub fn now(zone: &str) -> Result<Reading, CapabilityError> {
+        wit::now(zone).map_err(CapabilityError::from)
+    }
+}
+
+/// Bounded log lines kept in the call record (not on any protocol stream).
+pub mod log {
+    use crate::bindings::vak::tool::log as wit;
+
+    /// A debug line.
+    pub fn debug(message: &str) {
+        wit::write(wit::Level::Debug, message);
+    }
+
+    /// An informational line.
+    pub fn info(message: &str) {
+        wit::write(wit::Level::Info, message);
+    }
+
+    /// A warning.
+    pub fn warn(message: &str) {
+        wit::write(wit::Level::Warn, message);
+    }
+
+    /// An error line (the call may still complete).
+    pub fn error(message: &str) {
+        wit::write(wit::Level::Error, message);
+    }
+}

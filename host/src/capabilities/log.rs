@@ -1,0 +1,68 @@
+//! `vak:tool/log`: bounded log lines kept in the call record, never on any protocol stream.
+
+use super::{Broker, Capability};
+use crate::dispatch::bindings::vak::tool::log::{Host, Level};
+use crate::record::LogLine;
+
+/// Lines kept per call; further lines are counted and dropped.
+pub const MAX_LINES: usize = 256;
+/// Bytes kept per line; a longer line is cut at a character boundary.
+pub const MAX_LINE_BYTES: usize = 2048;
+
+/// The bounded log of one call.
+#[derive(Debug, Default)]
+pub struct LogBuffer {
+    pub(crate) lines: Vec<LogLine>,
+    pub(crate) dropped: u64,
+}
+
+impl LogBuffer {
+    fn push(&mut self, level: &str, message: &str) {
+        if self.lines.len() >= MAX_LINES {
+            self.dropped += 1;
+            return;
+        }
+        let mut end = message.len().min(MAX_LINE_BYTES);
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.lines.push(LogLine {
+            level: level.to_string(),
+            message: message[..end].to_string(),
+        });
+    }
+}
+
+impl Host for Broker {
+    async fn write(&mut self, level: Level, message: String) {
+        // Logging is allowed only when granted; an ungranted binary cannot even import it, so this
+        // refusal is for the describe phase, where nothing is granted.
+        if self.authorize(Capability::Log).is_err() {
+            self.log.dropped += 1;
+            return;
+        }
+        let level = match level {
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        };
+        self.log.push(level, &message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_and_line_length_are_bounded() {
+        let mut buf = LogBuffer::default();
+        for _ in 0..MAX_LINES + 10 {
+            buf.push("info", &"é".repeat(MAX_LINE_BYTES));
+        }
+        assert_eq!(buf.lines.len(), MAX_LINES);
+        assert_eq!(buf.dropped, 10);
+        assert!(buf.lines.iter().all(|l| l.message.len() <= MAX_LINE_BYTES));
+    }
+}

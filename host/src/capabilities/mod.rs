@@ -1,0 +1,161 @@
+//! Brokered capabilities: vak's own narrow WIT interfaces, one file each.
+//!
+//! A capability is linked into a tool's instance only when the policy grants it (see
+//! [`crate::dispatch::linker`]). Every effect a capability carries out leaves a [`Receipt`] in the
+//! call's [`ReceiptSink`]; the sink is shared with the call record so that receipts survive a
+//! trap, a timeout or a tool error later in the same call.
+
+pub mod clock;
+pub mod log;
+
+use crate::policy::ToolGrant;
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex};
+
+/// The capability interfaces vak brokers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Capability {
+    Clock,
+    Log,
+}
+
+impl Capability {
+    /// Every capability, in a stable order.
+    pub const ALL: [Capability; 2] = [Capability::Clock, Capability::Log];
+
+    /// The capability's name in claims and policies.
+    pub fn name(self) -> &'static str {
+        match self {
+            Capability::Clock => "clock",
+            Capability::Log => "log",
+        }
+    }
+
+    /// The capability by its name in claims and policies.
+    pub fn from_name(name: &str) -> Option<Capability> {
+        Capability::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// One line for a security reviewer: what importing this interface lets a tool do.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Capability::Clock => {
+                "read the host's current time in an explicit IANA zone (each reading leaves a receipt)"
+            }
+            Capability::Log => "write bounded log lines into the call record",
+        }
+    }
+}
+
+/// A host receipt: the host's own record of one brokered effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Receipt {
+    /// Unique id, `<call id>/<n>`; tools cite it in evidence.
+    pub id: String,
+    /// The call whose instance asked for the effect.
+    pub call_id: String,
+    /// The capability that carried it out.
+    pub capability: Capability,
+    /// The operation within the capability (e.g. `now`).
+    pub operation: String,
+    /// What the tool asked for.
+    pub request: serde_json::Value,
+    /// What happened: the observation, or the refusal.
+    pub outcome: serde_json::Value,
+    /// Whether the effect was carried out (`false`: refused or failed, with the reason in `outcome`).
+    pub ok: bool,
+    /// SHA-256 of the canonical JSON of the observed content (`outcome`).
+    pub digest: String,
+    /// When the host carried it out (RFC 3339, UTC).
+    pub at: String,
+}
+
+/// Where one call's receipts go. Cloned into the store; read by the pipeline after the call,
+/// whatever happened to the instance.
+#[derive(Debug, Clone, Default)]
+pub struct ReceiptSink {
+    inner: Arc<Mutex<Vec<Receipt>>>,
+}
+
+impl ReceiptSink {
+    /// Record an effect and return its receipt id.
+    pub fn issue(
+        &self,
+        call_id: &str,
+        capability: Capability,
+        operation: &str,
+        request: serde_json::Value,
+        outcome: serde_json::Value,
+        ok: bool,
+    ) -> String {
+        let mut receipts = self.lock();
+        let id = format!("{call_id}/{}", receipts.len() + 1);
+        let digest = crate::digest::sha256_hex(outcome.to_string().as_bytes());
+        receipts.push(Receipt {
+            id: id.clone(),
+            call_id: call_id.to_string(),
+            capability,
+            operation: operation.to_string(),
+            request,
+            outcome,
+            ok,
+            digest,
+            at: jiff::Timestamp::now().to_string(),
+        });
+        id
+    }
+
+    /// All receipts issued so far.
+    pub fn snapshot(&self) -> Vec<Receipt> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Receipt>> {
+        // A panic while holding this lock cannot leave the Vec half-written; keep serving.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The per-call state every capability reads: who is calling, what was granted, where receipts go.
+///
+/// Built fresh for every call (the `prepare` phase); the grant itself was compiled at admission.
+pub struct Broker {
+    pub(crate) call_id: String,
+    /// `None` while the host reads a tool's descriptor at admission: every request is denied.
+    pub(crate) grant: Option<Arc<ToolGrant>>,
+    pub(crate) receipts: ReceiptSink,
+    pub(crate) log: log::LogBuffer,
+}
+
+impl Broker {
+    /// A broker for one call under `grant`.
+    pub(crate) fn new(call_id: String, grant: Option<Arc<ToolGrant>>) -> Self {
+        Broker {
+            call_id,
+            grant,
+            receipts: ReceiptSink::default(),
+            log: log::LogBuffer::default(),
+        }
+    }
+
+    /// The grant of `capability` for this call, or the reason it is not available.
+    fn authorize(&self, capability: Capability) -> Result<&ToolGrant, String> {
+        let grant = self.grant.as_deref().ok_or_else(|| {
+            format!(
+                "`{}` is not available while the host reads the tool's descriptor",
+                capability.name()
+            )
+        })?;
+        if !grant.grants(capability) {
+            return Err(format!(
+                "the policy does not grant `{}` to this tool",
+                capability.name()
+            ));
+        }
+        Ok(grant)
+    }
+}
+
+/// `vak:tool/types` holds only types; its host side has nothing to implement.
+impl crate::dispatch::bindings::vak::tool::types::Host for Broker {}

@@ -1,0 +1,247 @@
+//! Text for a person at a terminal. Tool-supplied text is neutralised first: a tool cannot move
+//! the cursor, recolour the screen or hide text with escape sequences.
+
+use std::fmt::Write as _;
+use vak_host::admission::ImportClass;
+use vak_host::{CallRecord, Examination, Host, Policy, Status, Verdict};
+
+/// `text` with every control character except newline and tab shown as a visible escape.
+pub fn neutralise(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c == '\n' || c == '\t' || !c.is_control() {
+            out.push(c);
+        } else {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        }
+    }
+    out
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn duration(ns: u64) -> String {
+    if ns >= 1_000_000_000 {
+        format!("{:.2} s", ns as f64 / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.1} ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.0} µs", ns as f64 / 1e3)
+    }
+}
+
+/// The result (or the refusal) of a call, then one summary line.
+pub fn record_for_terminal(r: &CallRecord) -> String {
+    let mut out = String::new();
+    match (&r.result, &r.error) {
+        (Some(result), _) if r.status == Status::Completed => {
+            out.push_str(&neutralise(&result.markdown));
+            if !result.markdown.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+        (_, Some(e)) => {
+            let label = match r.status {
+                Status::ToolError => "tool error".to_string(),
+                Status::Refused => format!("refused at {}", e.stage),
+                _ => format!("failed at {}", e.stage),
+            };
+            let _ = writeln!(
+                out,
+                "✗ {label} [{}{}]: {}",
+                e.kind,
+                if e.retryable {
+                    ", retryable"
+                } else {
+                    ", not retryable"
+                },
+                neutralise(&e.message)
+            );
+        }
+        _ => {}
+    }
+    let _ = writeln!(
+        out,
+        "── {} · {} · stage {} · fuel {} · {} · memory {} B · {} receipt{} · {}",
+        neutralise(&r.tool),
+        r.status.as_str(),
+        r.stage,
+        thousands(r.usage.fuel),
+        duration(r.usage.wall_ns),
+        thousands(r.usage.memory_bytes),
+        r.receipts.len(),
+        if r.receipts.len() == 1 { "" } else { "s" },
+        r.call_id
+    );
+    out
+}
+
+/// A component's imports, exports, claims and verdict, for a security reviewer.
+pub fn examination(e: &Examination, policy: &Policy) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "component  {}", neutralise(&e.source));
+    let _ = writeln!(out, "sha256     {}", e.digest);
+    let _ = writeln!(out, "size       {} bytes", thousands(e.size_bytes as u64));
+    if let Some(d) = &e.descriptor {
+        let _ = writeln!(
+            out,
+            "tool       {} — {}",
+            neutralise(&d.name),
+            neutralise(&d.description)
+        );
+    }
+    let _ = writeln!(out, "\nimports (what the binary can ask of the host)");
+    let width = e.imports.iter().map(|i| i.name.len()).max().unwrap_or(0);
+    for i in &e.imports {
+        let class = match &i.class {
+            ImportClass::Capability { capability } => format!("capability {}", capability.name()),
+            ImportClass::Types => "types".to_string(),
+            ImportClass::Wasi => "wasi, locked down".to_string(),
+            ImportClass::Refused => "NOT PROVIDED".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  {:width$}  [{class}] {}",
+            neutralise(&i.name),
+            i.summary
+        );
+    }
+    let _ = writeln!(out, "\nexports");
+    for x in &e.exports {
+        let _ = writeln!(out, "  {}", neutralise(x));
+    }
+    if let Some(d) = &e.descriptor {
+        let _ = writeln!(out, "\nclaims");
+        if d.claims.capabilities.is_empty() {
+            let _ = writeln!(out, "  capabilities: none");
+        }
+        for c in &d.claims.capabilities {
+            let _ = writeln!(out, "  {}: scopes {:?}", neutralise(&c.name), c.scopes);
+        }
+        let b = &d.claims.budget;
+        let show = |v: Option<u64>| v.map_or("host default".to_string(), thousands);
+        let _ = writeln!(
+            out,
+            "  budget: fuel {}, memory {} B, wall {} ms, result {} B",
+            show(b.fuel),
+            show(b.memory_bytes),
+            show(b.wall_time_ms),
+            show(b.result_bytes)
+        );
+        let schema = vak_host::schema::CompiledSchema::compile(&d.input_schema);
+        let _ = writeln!(
+            out,
+            "\ninput schema\n  {}",
+            neutralise(&d.input_schema.to_string())
+        );
+        if !schema.not_enforced.is_empty() {
+            let _ = writeln!(
+                out,
+                "  not enforced by the boundary: {}",
+                schema.not_enforced.join(", ")
+            );
+        }
+        if !d.payload_schemas.is_empty() {
+            let _ = writeln!(
+                out,
+                "  payload schemas: {}",
+                neutralise(&d.payload_schemas.join(", "))
+            );
+        }
+    }
+    let _ = writeln!(out, "\nverdict under policy {}", policy.origin);
+    match &e.verdict {
+        Verdict::Admitted { granted } => {
+            let names: Vec<&str> = granted.iter().map(|c| c.name()).collect();
+            let _ = writeln!(
+                out,
+                "  admitted; capabilities linked into every instance: {}",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            );
+        }
+        Verdict::Refused { kind, reason } => {
+            let _ = writeln!(out, "  REFUSED [{kind}]: {}", neutralise(reason));
+        }
+    }
+    out
+}
+
+/// The admitted tools, then the refused components.
+pub fn tools(host: &Host) -> String {
+    let mut out = String::new();
+    for (tool, schema) in host.tools() {
+        let d = &tool.descriptor;
+        let caps: Vec<&str> = d
+            .claims
+            .capabilities
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        let _ = writeln!(
+            out,
+            "{} — {}",
+            neutralise(&d.name),
+            neutralise(&d.description)
+        );
+        let _ = writeln!(
+            out,
+            "  capabilities: {}",
+            if caps.is_empty() {
+                "none".to_string()
+            } else {
+                caps.join(", ")
+            }
+        );
+        let _ = writeln!(
+            out,
+            "  input schema: {}",
+            neutralise(&d.input_schema.to_string())
+        );
+        if !schema.not_enforced.is_empty() {
+            let _ = writeln!(
+                out,
+                "  not enforced by the boundary: {}",
+                schema.not_enforced.join(", ")
+            );
+        }
+    }
+    for e in host.examinations() {
+        if let Verdict::Refused { kind, reason } = &e.verdict {
+            let _ = writeln!(
+                out,
+                "refused: {} [{kind}]: {}",
+                neutralise(&e.source),
+                neutralise(reason)
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_sequences_are_neutralised() {
+        assert_eq!(
+            neutralise("a\x1b[31mred\x07\nb\tc"),
+            "a\\u{1b}[31mred\\u{7}\nb\tc"
+        );
+        assert_eq!(thousands(1234567), "1,234,567");
+    }
+}

@@ -1,0 +1,171 @@
+//! The on-disk AOT cache: a component is compiled once per (component digest, engine
+//! configuration); later starts deserialize the artifact instead of compiling.
+
+use super::engine::RuntimeError;
+use crate::digest::{Sha256Hasher, sha256_hex};
+use sha2::Digest;
+use std::hash::Hash;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// The cache directory and its counters.
+pub struct AotCache {
+    dir: Option<PathBuf>,
+    /// Digest of the engine's compilation settings and wasmtime version.
+    engine_key: String,
+    compiles: AtomicU64,
+    hits: AtomicU64,
+}
+
+/// How a component was obtained, for logs and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Compiled now (and written to the cache, if there is one).
+    Compiled,
+    /// Deserialized from the cache; nothing was compiled.
+    Cached,
+}
+
+impl AotCache {
+    /// `$VAK_CACHE_DIR`, else `$XDG_CACHE_HOME/vak/aot`, else `$HOME/.cache/vak/aot`.
+    pub fn default_dir() -> Option<PathBuf> {
+        if let Some(dir) = std::env::var_os("VAK_CACHE_DIR") {
+            return Some(PathBuf::from(dir));
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+        Some(base.join("vak").join("aot"))
+    }
+
+    pub(crate) fn open(engine: &Engine, dir: Option<PathBuf>) -> Result<AotCache, RuntimeError> {
+        let mut hasher = Sha256Hasher::default();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        let engine_key = hex::encode(hasher.0.finalize());
+        if let Some(dir) = &dir {
+            prepare_dir(dir)?;
+        }
+        Ok(AotCache {
+            dir,
+            engine_key,
+            compiles: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+        })
+    }
+
+    /// Components compiled by this process.
+    pub fn compiles(&self) -> u64 {
+        self.compiles.load(Ordering::Relaxed)
+    }
+
+    /// Components loaded from the cache by this process.
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    /// The cache directory, if caching is on.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    fn path_for(&self, component_digest: &str) -> Option<PathBuf> {
+        let key = sha256_hex(format!("{component_digest}:{}", self.engine_key).as_bytes());
+        self.dir.as_ref().map(|d| d.join(format!("{key}.cwasm")))
+    }
+
+    /// The compiled component for `bytes` (whose SHA-256 is `digest`).
+    pub(crate) fn load_or_compile(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        digest: &str,
+    ) -> wasmtime::Result<(Component, Origin)> {
+        let path = self.path_for(digest);
+        if let Some(path) = &path
+            && path.is_file()
+        {
+            // SAFETY: `deserialize_file` trusts the artifact to be the output of
+            // `Engine::precompile_component` for a compatible engine, since it maps native code.
+            // The file lives in the host's own cache directory, which `prepare_dir` created with
+            // mode 0700 and checked to be owned by this user and writable by no one else; its name
+            // binds both the component digest and the engine fingerprint, and wasmtime itself
+            // checks the artifact's header against this engine before using it.
+            match unsafe { Component::deserialize_file(engine, path) } {
+                Ok(component) => {
+                    self.hits.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(digest, path = %path.display(), "component loaded from the AOT cache");
+                    return Ok((component, Origin::Cached));
+                }
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "unusable AOT artifact; recompiling");
+                }
+            }
+        }
+        let started = std::time::Instant::now();
+        let artifact = engine.precompile_component(bytes)?;
+        self.compiles.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            digest,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "component compiled"
+        );
+        if let Some(path) = &path {
+            write_atomically(path, &artifact);
+        }
+        // SAFETY: `artifact` was produced just now by `precompile_component` on this same engine.
+        let component = unsafe { Component::deserialize(engine, &artifact)? };
+        Ok((component, Origin::Compiled))
+    }
+}
+
+/// Write the artifact next to its final name and rename it into place, so a reader never sees a
+/// half-written file. A failure only costs a recompile next time.
+fn write_atomically(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        tracing::warn!(path = %path.display(), error = %e, "could not write the AOT artifact");
+    }
+}
+
+#[cfg(unix)]
+fn prepare_dir(dir: &Path) -> Result<(), RuntimeError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let fail = |reason: String| RuntimeError::Cache {
+        path: dir.display().to_string(),
+        reason,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| fail(e.to_string()))?;
+    let meta = std::fs::metadata(dir).map_err(|e| fail(e.to_string()))?;
+    // SAFETY-relevant: artifacts from this directory are mapped as native code.
+    if meta.permissions().mode() & 0o022 != 0 {
+        return Err(fail(
+            "it is writable by group or others; native code is loaded from it (chmod 700 it)"
+                .into(),
+        ));
+    }
+    // SAFETY: `geteuid` has no preconditions, touches no memory and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if meta.uid() != uid {
+        return Err(fail(format!(
+            "it is owned by uid {}, not by this user (uid {uid})",
+            meta.uid()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn prepare_dir(dir: &Path) -> Result<(), RuntimeError> {
+    std::fs::create_dir_all(dir).map_err(|e| RuntimeError::Cache {
+        path: dir.display().to_string(),
+        reason: e.to_string(),
+    })
+}

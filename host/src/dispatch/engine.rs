@@ -1,0 +1,176 @@
+//! The wasmtime engine vak runs every tool on, and the epoch ticker behind wall-clock deadlines.
+
+use super::cache::AotCache;
+use super::linker::Linkers;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How often the engine's epoch advances while a call runs; the granularity of deadlines.
+pub const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+/// Limits of the engine itself: every per-call limit is at most these.
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    /// Calls that may run at once (pool slots); one more is refused as `busy`.
+    pub max_concurrent_calls: u32,
+    /// The largest linear memory any call may be granted, in bytes.
+    pub max_memory_bytes: u64,
+    /// Native stack for wasm frames; deeper recursion traps with `stack_overflow`.
+    pub max_wasm_stack: usize,
+    /// Where compiled components are cached (`None`: no on-disk cache).
+    pub cache_dir: Option<std::path::PathBuf>,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        EngineSettings {
+            max_concurrent_calls: 64,
+            max_memory_bytes: 512 << 20,
+            max_wasm_stack: 512 << 10,
+            cache_dir: AotCache::default_dir(),
+        }
+    }
+}
+
+/// Why the runtime could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("the wasmtime engine could not be configured: {0}")]
+    Engine(String),
+    #[error("the AOT cache directory {path} is unusable: {reason}")]
+    Cache { path: String, reason: String },
+}
+
+/// The engine, the AOT cache, the linkers per grant set and the epoch ticker.
+pub struct Runtime {
+    pub(crate) engine: Engine,
+    pub(crate) cache: AotCache,
+    pub(crate) linkers: Linkers,
+    pub(crate) ticker: EpochTicker,
+    pub(crate) settings: EngineSettings,
+}
+
+impl Runtime {
+    /// Configure the engine and open the cache.
+    pub fn new(settings: EngineSettings) -> Result<Runtime, RuntimeError> {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        // Deterministic CPU budget, reported per call.
+        config.consume_fuel(true);
+        // Wall-clock deadlines: the ticker advances the epoch, the store traps past its deadline.
+        config.epoch_interruption(true);
+        // Guests run on fibers with a stack well above the wasm limit, so deep recursion ends in
+        // a clean `stack_overflow` trap and never reaches the host's guard page.
+        config.max_wasm_stack(settings.max_wasm_stack);
+        config.async_stack_size(settings.max_wasm_stack * 4);
+        // vak's WIT is synchronous; the component-model-async machinery only costs per store.
+        config.concurrency_support(false);
+
+        let n = settings.max_concurrent_calls;
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(n)
+            .total_stacks(n)
+            .total_core_instances(n * 16)
+            .total_memories(n * 4)
+            .total_tables(n * 16)
+            .max_core_instances_per_component(16)
+            .max_memories_per_component(4)
+            .max_tables_per_component(16)
+            .max_memory_size(settings.max_memory_bytes as usize)
+            // Keep a little of each slot resident: the next call reuses it without page faults.
+            .linear_memory_keep_resident(1 << 20)
+            .table_keep_resident(64 << 10);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+
+        let engine = Engine::new(&config).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
+        let cache = AotCache::open(&engine, settings.cache_dir.clone())?;
+        let ticker = EpochTicker::start(engine.clone());
+        let linkers = Linkers::default();
+        Ok(Runtime {
+            engine,
+            cache,
+            linkers,
+            ticker,
+            settings,
+        })
+    }
+
+    /// The wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The AOT cache and its counters.
+    pub fn cache(&self) -> &AotCache {
+        &self.cache
+    }
+}
+
+struct TickerShared {
+    active: AtomicUsize,
+    stop: AtomicBool,
+}
+
+/// Advances the engine epoch every [`EPOCH_TICK`] while at least one call runs, and sleeps
+/// (parked, no wake-ups) while the host is idle.
+pub(crate) struct EpochTicker {
+    shared: Arc<TickerShared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine) -> EpochTicker {
+        let shared = Arc::new(TickerShared {
+            active: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("vak-epoch".into())
+            .spawn(move || {
+                while !s.stop.load(Ordering::Acquire) {
+                    if s.active.load(Ordering::Acquire) == 0 {
+                        std::thread::park();
+                        continue;
+                    }
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .ok();
+        EpochTicker { shared, thread }
+    }
+
+    /// Keep the epoch advancing until the guard is dropped.
+    pub(crate) fn activate(&self) -> TickerGuard<'_> {
+        if self.shared.active.fetch_add(1, Ordering::AcqRel) == 0
+            && let Some(t) = &self.thread
+        {
+            t.thread().unpark();
+        }
+        TickerGuard { ticker: self }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+pub(crate) struct TickerGuard<'a> {
+    ticker: &'a EpochTicker,
+}
+
+impl Drop for TickerGuard<'_> {
+    fn drop(&mut self) {
+        self.ticker.shared.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}

@@ -1,0 +1,162 @@
+//! Linkers per grant set: a tool's instance is linked with the locked-down WASI subset and the
+//! capability interfaces its grant names, nothing else. Built once per distinct grant set and
+//! shared by every tool with that set.
+
+use super::bindings::vak::tool as vak;
+use super::state::CallState;
+use crate::capabilities::{Broker, Capability};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use wasmtime::Engine;
+use wasmtime::component::{HasSelf, Linker};
+
+/// The set of capabilities linked into an instance.
+pub type GrantSet = BTreeSet<Capability>;
+
+/// WASI interfaces a tool may import: what Rust's and other languages' standard libraries need,
+/// each in a locked-down form (no preopens, no environment, no arguments, empty stdin, captured
+/// stdout/stderr, a frozen wall clock). Sockets, HTTP and anything else are not linked at all.
+pub const ALLOWED_WASI: [(&str, &str); 19] = [
+    (
+        "wasi:cli/environment",
+        "sees an empty environment and no arguments",
+    ),
+    (
+        "wasi:cli/exit",
+        "may exit early; the call ends with `guest_exited`",
+    ),
+    ("wasi:cli/stdin", "reads an empty stdin"),
+    (
+        "wasi:cli/stdout",
+        "writes to a bounded capture kept in the call record",
+    ),
+    (
+        "wasi:cli/stderr",
+        "writes to a bounded capture kept in the call record",
+    ),
+    (
+        "wasi:cli/terminal-input",
+        "learns that stdin is not a terminal",
+    ),
+    (
+        "wasi:cli/terminal-output",
+        "learns that stdout is not a terminal",
+    ),
+    (
+        "wasi:cli/terminal-stdin",
+        "learns that stdin is not a terminal",
+    ),
+    (
+        "wasi:cli/terminal-stdout",
+        "learns that stdout is not a terminal",
+    ),
+    (
+        "wasi:cli/terminal-stderr",
+        "learns that stderr is not a terminal",
+    ),
+    ("wasi:io/error", "reads error details of its own streams"),
+    (
+        "wasi:io/poll",
+        "waits on its own streams and timers (within the call's deadline)",
+    ),
+    ("wasi:io/streams", "uses the streams above"),
+    (
+        "wasi:clocks/monotonic-clock",
+        "measures elapsed time (no calendar time)",
+    ),
+    (
+        "wasi:clocks/wall-clock",
+        "reads a frozen wall clock (1970-01-01); real time needs `clock`",
+    ),
+    (
+        "wasi:filesystem/types",
+        "has no files: nothing is preopened",
+    ),
+    ("wasi:filesystem/preopens", "finds no preopened directories"),
+    ("wasi:random/random", "draws random bytes"),
+    ("wasi:random/insecure", "draws insecure random numbers"),
+];
+
+/// Also allowed: the seed of the standard library's hash maps.
+pub const ALLOWED_WASI_SEED: (&str, &str) = (
+    "wasi:random/insecure-seed",
+    "draws the seed of its hash maps",
+);
+
+/// Linkers already built, by grant set.
+#[derive(Default)]
+pub struct Linkers {
+    built: Mutex<BTreeMap<Vec<Capability>, Arc<Linker<CallState>>>>,
+}
+
+impl Linkers {
+    /// The linker for `grants` (built on first use).
+    pub fn for_grants(
+        &self,
+        engine: &Engine,
+        grants: &GrantSet,
+    ) -> wasmtime::Result<Arc<Linker<CallState>>> {
+        let key: Vec<Capability> = grants.iter().copied().collect();
+        let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = built.get(&key) {
+            return Ok(l.clone());
+        }
+        let linker = Arc::new(build(engine, grants)?);
+        built.insert(key, linker.clone());
+        Ok(linker)
+    }
+}
+
+fn build(engine: &Engine, grants: &GrantSet) -> wasmtime::Result<Linker<CallState>> {
+    let mut linker = Linker::new(engine);
+    add_locked_down_wasi(&mut linker)?;
+    // `types` holds only types; every tool imports it through its export's signature.
+    vak::types::add_to_linker::<CallState, HasSelf<Broker>>(&mut linker, |s| &mut s.broker)?;
+    for capability in grants {
+        match capability {
+            Capability::Clock => {
+                vak::clock::add_to_linker::<CallState, HasSelf<Broker>>(&mut linker, |s| {
+                    &mut s.broker
+                })?
+            }
+            Capability::Log => {
+                vak::log::add_to_linker::<CallState, HasSelf<Broker>>(&mut linker, |s| {
+                    &mut s.broker
+                })?
+            }
+        }
+    }
+    Ok(linker)
+}
+
+/// The allowed WASI interfaces, and only those (no sockets, no `wasi:filesystem` preopens).
+fn add_locked_down_wasi(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random};
+    use wasmtime_wasi::{
+        WasiView as _,
+        cli::{WasiCli, WasiCliView as _},
+        clocks::{WasiClocks, WasiClocksView as _},
+        filesystem::{WasiFilesystem, WasiFilesystemView as _},
+        random::WasiRandom,
+    };
+    let l = linker;
+    wasmtime_wasi_io::add_to_linker_async(l)?;
+    clocks::wall_clock::add_to_linker::<CallState, WasiClocks>(l, CallState::clocks)?;
+    clocks::monotonic_clock::add_to_linker::<CallState, WasiClocks>(l, CallState::clocks)?;
+    filesystem::types::add_to_linker::<CallState, WasiFilesystem>(l, CallState::filesystem)?;
+    filesystem::preopens::add_to_linker::<CallState, WasiFilesystem>(l, CallState::filesystem)?;
+    random::random::add_to_linker::<CallState, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure::add_to_linker::<CallState, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    random::insecure_seed::add_to_linker::<CallState, WasiRandom>(l, |t| t.ctx().ctx.random())?;
+    cli::exit::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+    cli::environment::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+    cli::stdin::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+    cli::stdout::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+    cli::stderr::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+    cli::terminal_input::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+    cli::terminal_output::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+    cli::terminal_stdin::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+    cli::terminal_stdout::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+    cli::terminal_stderr::add_to_linker::<CallState, WasiCli>(l, CallState::cli)?;
+    Ok(())
+}

@@ -1,0 +1,28 @@
+//! Brokered dispatch: a fresh sandboxed instance per call, under hard limits.
+//!
+//! What is built once lives here too, so that the per-call path only creates a `Store` and
+//! instantiates from a pre-linked `InstancePre`:
+//! - [`engine`]: the wasmtime engine (pooling allocator, fuel, epoch interruption) and its ticker;
+//! - [`cache`]: the on-disk AOT cache keyed by component digest and engine fingerprint;
+//! - [`linker`]: one linker per grant set (only granted capabilities are linked);
+//! - [`state`]: the per-call store state: locked-down WASI, limiter, captured stdio, broker;
+//! - [`run`]: one call, and the typed error for every way it can end in the sandbox.
+
+pub mod cache;
+pub mod engine;
+pub mod linker;
+pub mod run;
+pub mod state;
+
+pub use engine::{EngineSettings, Runtime};
+pub use run::{DispatchError, DispatchReport, GuestReturn};
+
+/// Host bindings of the `vak:tool/sandboxed-tool` world.
+pub mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "vak:tool/sandboxed-tool",
+        imports: { default: async },
+        exports: { default: async },
+    });
+}

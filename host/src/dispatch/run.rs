@@ -1,0 +1,298 @@
+//! One call in the sandbox: fresh store, fresh instance, the admitted limits, a typed ending.
+
+use super::bindings::SandboxedToolPre;
+use super::bindings::vak::tool::types as wit;
+use super::engine::{EPOCH_TICK, Runtime};
+use super::state::{CallState, LimitTrap};
+use crate::capabilities::{Broker, Receipt};
+use crate::record::{Limits, Logs, Usage};
+use crate::stage::{Stage, StageError};
+use serde_json::json;
+use std::time::{Duration, Instant};
+use wasmtime::{Store, Trap};
+
+/// What the guest's `call` returned.
+#[derive(Debug)]
+pub enum GuestReturn {
+    Described(wit::Descriptor),
+    Completed(wit::ToolResult),
+    ToolError(wit::ToolError),
+}
+
+/// How a dispatched call can end without a return value. Each carries its figures.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DispatchError {
+    #[error("the call used all of its fuel ({limit} units) and was stopped")]
+    FuelExhausted { limit: u64 },
+    #[error("the call passed its wall-clock deadline of {limit_ms} ms and was stopped")]
+    DeadlineExceeded { limit_ms: u64 },
+    #[error("the call asked for {requested} bytes of linear memory; its limit is {limit}")]
+    MemoryLimitExceeded { limit: u64, requested: u64 },
+    #[error("a table of the call asked for {requested} elements; the limit is {limit}")]
+    TableLimitExceeded { limit: u64, requested: u64 },
+    #[error("the call overflowed its wasm stack ({limit} bytes)")]
+    StackOverflow { limit: u64 },
+    #[error("the tool panicked: {message}")]
+    GuestPanicked { message: String },
+    #[error("the tool exited early with status {code}")]
+    GuestExited { code: i32 },
+    #[error("the tool trapped: {trap}")]
+    GuestTrapped { trap: String },
+    #[error("the tool could not be instantiated: {message}")]
+    InstantiationFailed { message: String },
+    #[error("the host is at its limit of {limit} concurrent calls; retry shortly")]
+    Busy { limit: u32 },
+    #[error("host fault during dispatch: {message}")]
+    HostFault { message: String },
+}
+
+impl StageError for DispatchError {
+    fn stage(&self) -> Stage {
+        Stage::Dispatch
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            DispatchError::FuelExhausted { .. } => "fuel_exhausted",
+            DispatchError::DeadlineExceeded { .. } => "deadline_exceeded",
+            DispatchError::MemoryLimitExceeded { .. } => "memory_limit_exceeded",
+            DispatchError::TableLimitExceeded { .. } => "table_limit_exceeded",
+            DispatchError::StackOverflow { .. } => "stack_overflow",
+            DispatchError::GuestPanicked { .. } => "guest_panicked",
+            DispatchError::GuestExited { .. } => "guest_exited",
+            DispatchError::GuestTrapped { .. } => "guest_trapped",
+            DispatchError::InstantiationFailed { .. } => "instantiation_failed",
+            DispatchError::Busy { .. } => "busy",
+            DispatchError::HostFault { .. } => "host_fault",
+        }
+    }
+
+    /// Only the host's own condition (a full pool) can clear by itself; a guest that ran out of a
+    /// limit or trapped does the same again.
+    fn retryable(&self) -> bool {
+        matches!(self, DispatchError::Busy { .. })
+    }
+
+    fn details(&self) -> serde_json::Value {
+        match self {
+            DispatchError::FuelExhausted { limit } => json!({ "limit": limit }),
+            DispatchError::DeadlineExceeded { limit_ms } => json!({ "limit_ms": limit_ms }),
+            DispatchError::MemoryLimitExceeded { limit, requested }
+            | DispatchError::TableLimitExceeded { limit, requested } => {
+                json!({ "limit": limit, "requested": requested })
+            }
+            DispatchError::StackOverflow { limit } => json!({ "limit": limit }),
+            DispatchError::GuestExited { code } => json!({ "code": code }),
+            DispatchError::Busy { limit } => json!({ "limit": limit }),
+            _ => serde_json::Value::Null,
+        }
+    }
+}
+
+/// Which export to run.
+#[derive(Debug, Clone, Copy)]
+pub enum Entry<'a> {
+    /// `describe`, at admission.
+    Describe,
+    /// `call` with these arguments.
+    Call(&'a str),
+}
+
+/// Everything the dispatch stage hands to the rest of the pipeline.
+pub struct DispatchReport {
+    pub outcome: Result<GuestReturn, DispatchError>,
+    pub usage: Usage,
+    pub receipts: Vec<Receipt>,
+    pub logs: Logs,
+}
+
+impl Runtime {
+    /// Run `entry` on a fresh instance of `pre` under `limits`, with `broker` as its capabilities.
+    pub(crate) async fn dispatch(
+        &self,
+        pre: &SandboxedToolPre<CallState>,
+        broker: Broker,
+        entry: Entry<'_>,
+        limits: &Limits,
+    ) -> DispatchReport {
+        let receipts = broker.receipts.clone();
+        let mut store = Store::new(&self.engine, CallState::new(broker, limits.memory_bytes));
+        store.limiter(|s| &mut s.limiter);
+        let started = Instant::now();
+        // Fuel and the epoch deadline are set before instantiation: start-up code is metered too.
+        let setup = store.set_fuel(limits.fuel);
+        let wall = Duration::from_millis(limits.wall_time_ms);
+        store.set_epoch_deadline(wall.as_millis().div_ceil(EPOCH_TICK.as_millis()) as u64 + 1);
+        store.epoch_deadline_trap();
+
+        let _ticking = self.ticker.activate();
+        let result = match setup {
+            Err(e) => Err(Ending::Host(format!("{e:#}"))),
+            Ok(()) => {
+                // The epoch stops wasm code; the timeout also covers time spent awaiting inside a
+                // host call (a guest blocked in `poll` on a timer). The future borrows the store,
+                // so the store and its figures survive the timeout.
+                let call = async {
+                    let instance = pre
+                        .instantiate_async(&mut store)
+                        .await
+                        .map_err(Ending::Instantiate)?;
+                    let tool = instance.vak_tool_tool();
+                    match entry {
+                        Entry::Describe => tool
+                            .call_describe(&mut store)
+                            .await
+                            .map(GuestReturn::Described),
+                        Entry::Call(arguments) => {
+                            tool.call_call(&mut store, arguments)
+                                .await
+                                .map(|r| match r {
+                                    Ok(result) => GuestReturn::Completed(result),
+                                    Err(error) => GuestReturn::ToolError(error),
+                                })
+                        }
+                    }
+                    .map_err(Ending::Call)
+                };
+                match tokio::time::timeout(wall, call).await {
+                    Ok(r) => r,
+                    Err(_) => Err(Ending::Timeout),
+                }
+            }
+        };
+        let wall_ns = started.elapsed().as_nanos() as u64;
+        let fuel_left = store.get_fuel().unwrap_or(0);
+        let state = store.data();
+        let usage = Usage {
+            fuel: limits.fuel.saturating_sub(fuel_left),
+            wall_ns,
+            memory_bytes: state.limiter.memory_peak as u64,
+            result_bytes: 0,
+        };
+        let logs = Logs {
+            lines: state.broker.log.lines.clone(),
+            dropped_lines: state.broker.log.dropped,
+            stdout: state.stdout.take(),
+            stderr: state.stderr.take(),
+        };
+        let outcome = result.map_err(|ending| self.classify(ending, state, limits, &logs));
+        drop(store);
+        DispatchReport {
+            outcome,
+            usage,
+            receipts: receipts.snapshot(),
+            logs,
+        }
+    }
+
+    fn classify(
+        &self,
+        ending: Ending,
+        state: &CallState,
+        limits: &Limits,
+        logs: &Logs,
+    ) -> DispatchError {
+        // The limiter's own record is the most precise: it saw the figures.
+        if let Some(requested) = state.limiter.memory_refused {
+            return DispatchError::MemoryLimitExceeded {
+                limit: limits.memory_bytes,
+                requested: requested as u64,
+            };
+        }
+        if let Some(requested) = state.limiter.table_refused {
+            return DispatchError::TableLimitExceeded {
+                limit: super::state::MAX_TABLE_ELEMENTS as u64,
+                requested: requested as u64,
+            };
+        }
+        let (error, instantiating) = match ending {
+            Ending::Timeout => {
+                return DispatchError::DeadlineExceeded {
+                    limit_ms: limits.wall_time_ms,
+                };
+            }
+            Ending::Host(message) => return DispatchError::HostFault { message },
+            Ending::Instantiate(e) => (e, true),
+            Ending::Call(e) => (e, false),
+        };
+        if error
+            .downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+            .is_some()
+        {
+            return DispatchError::Busy {
+                limit: self.settings.max_concurrent_calls,
+            };
+        }
+        if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+            return DispatchError::GuestExited { code: exit.0 };
+        }
+        if error.downcast_ref::<LimitTrap>().is_some() {
+            return DispatchError::HostFault {
+                message: format!("{error:#}"),
+            };
+        }
+        match error.downcast_ref::<Trap>() {
+            Some(Trap::OutOfFuel) => DispatchError::FuelExhausted { limit: limits.fuel },
+            Some(Trap::Interrupt) => DispatchError::DeadlineExceeded {
+                limit_ms: limits.wall_time_ms,
+            },
+            Some(Trap::StackOverflow) => DispatchError::StackOverflow {
+                limit: self.settings.max_wasm_stack as u64,
+            },
+            Some(trap) => match panic_message(&logs.stderr.text) {
+                Some(message) if *trap == Trap::UnreachableCodeReached => {
+                    DispatchError::GuestPanicked { message }
+                }
+                _ => DispatchError::GuestTrapped {
+                    trap: trap.to_string(),
+                },
+            },
+            None if instantiating => DispatchError::InstantiationFailed {
+                message: format!("{error:#}"),
+            },
+            // Errors raised while lifting the guest's return (invalid UTF-8, out-of-bounds
+            // pointers) are the guest's fault, not the host's.
+            None => DispatchError::GuestTrapped {
+                trap: format!("{error:#}"),
+            },
+        }
+    }
+}
+
+enum Ending {
+    Timeout,
+    Host(String),
+    Instantiate(wasmtime::Error),
+    Call(wasmtime::Error),
+}
+
+/// The message of a Rust panic, as the guest's standard library printed it to stderr.
+fn panic_message(stderr: &str) -> Option<String> {
+    let at = stderr.find("panicked at ")?;
+    let rest = &stderr[at..];
+    // "panicked at src/lib.rs:10:5:\n<message>\n"
+    let mut lines = rest.lines();
+    let location = lines.next()?.trim_end_matches(':').to_string();
+    let message = lines.next().unwrap_or("").trim();
+    Some(if message.is_empty() {
+        location
+    } else {
+        format!("{message} ({location})")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::panic_message;
+
+    #[test]
+    fn panic_messages_are_read_from_stderr() {
+        let stderr =
+            "\nthread '<unnamed>' panicked at src/lib.rs:12:9:\nboom\nnote: run with ...\n";
+        assert_eq!(
+            panic_message(stderr).as_deref(),
+            Some("boom (panicked at src/lib.rs:12:9)")
+        );
+        assert_eq!(panic_message("nothing"), None);
+    }
+}

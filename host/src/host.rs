@@ -1,0 +1,363 @@
+//! The embedder's API: build a [`Host`] from tools and a policy, then submit proposals and get
+//! one complete [`CallRecord`] for each, whatever happens to the call.
+
+use crate::admission::{AdmittedTool, Examination, Verdict};
+use crate::budget;
+use crate::capabilities::Broker;
+use crate::dispatch::run::Entry;
+use crate::dispatch::{EngineSettings, GuestReturn, Runtime};
+use crate::policy::{Policy, PolicyError};
+use crate::proposal::{self, Proposal, ProposalError};
+use crate::record::{CallRecord, Status};
+use crate::result;
+use crate::schema::CompiledSchema;
+use crate::stage::{CallError, Stage};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Why a host could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    Runtime(#[from] crate::dispatch::engine::RuntimeError),
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error("cannot read tools from {path}: {source}")]
+    ReadTools {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Builds a [`Host`]. Deny by default: with no policy set, every tool is refused.
+pub struct HostBuilder {
+    settings: EngineSettings,
+    policy: Policy,
+    sources: Vec<(String, Vec<u8>)>,
+}
+
+impl Default for HostBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HostBuilder {
+    /// No tools, a policy that grants nothing, default engine settings (AOT cache in the user's
+    /// cache directory).
+    pub fn new() -> Self {
+        HostBuilder {
+            settings: EngineSettings::default(),
+            policy: Policy::deny_all(),
+            sources: Vec::new(),
+        }
+    }
+
+    /// The policy every admission and call is checked against.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Engine limits and the cache directory.
+    pub fn engine_settings(mut self, settings: EngineSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Where compiled components are cached (`None`: compile at every start).
+    pub fn cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.settings.cache_dir = dir;
+        self
+    }
+
+    /// Add the tools bundled with vak (`clock`, `stats`).
+    pub fn bundled_tools(mut self) -> Self {
+        for (name, bytes) in crate::bundled::TOOLS {
+            self.sources
+                .push((format!("bundled:{name}"), bytes.to_vec()));
+        }
+        self
+    }
+
+    /// Add one component; `source` names it in messages.
+    pub fn component(mut self, source: impl Into<String>, bytes: Vec<u8>) -> Self {
+        self.sources.push((source.into(), bytes));
+        self
+    }
+
+    /// Add every `*.wasm` file of `dir` (in name order).
+    pub fn tools_dir(mut self, dir: &Path) -> Result<Self, HostError> {
+        let read_err = |source| HostError::ReadTools {
+            path: dir.display().to_string(),
+            source,
+        };
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(read_err)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
+            .collect();
+        paths.sort();
+        for path in paths {
+            let bytes = std::fs::read(&path).map_err(|source| HostError::ReadTools {
+                path: path.display().to_string(),
+                source,
+            })?;
+            self.sources.push((path.display().to_string(), bytes));
+        }
+        Ok(self)
+    }
+
+    /// Start the engine and admit every component. Refused components are kept as
+    /// [`Examination`]s with their reasons; the host serves the admitted ones.
+    pub async fn build(self) -> Result<Host, HostError> {
+        let runtime = Runtime::new(self.settings)?;
+        let mut tools = BTreeMap::new();
+        let mut examinations = Vec::new();
+        for (source, bytes) in &self.sources {
+            let (mut exam, admitted) = runtime.admit(source, bytes, &self.policy).await;
+            if let Some(tool) = admitted {
+                let name = tool.name().to_string();
+                if tools.contains_key(&name) {
+                    exam.verdict = Verdict::Refused {
+                        kind: "duplicate_name".into(),
+                        reason: crate::admission::AdmissionError::DuplicateName { tool: name }
+                            .to_string(),
+                    };
+                } else {
+                    let schema = CompiledSchema::compile(&tool.descriptor.input_schema);
+                    tools.insert(name, Arc::new(Admitted { tool, schema }));
+                }
+            }
+            examinations.push(exam);
+        }
+        Ok(Host {
+            inner: Arc::new(Inner {
+                runtime,
+                policy: self.policy,
+                tools,
+                examinations,
+            }),
+        })
+    }
+}
+
+struct Admitted {
+    tool: AdmittedTool,
+    schema: CompiledSchema,
+}
+
+struct Inner {
+    runtime: Runtime,
+    policy: Policy,
+    tools: BTreeMap<String, Arc<Admitted>>,
+    examinations: Vec<Examination>,
+}
+
+/// A running vak host. Cheap to clone; calls may run concurrently.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), vak_host::HostError> {
+/// use vak_host::{HostBuilder, Policy, Proposal};
+///
+/// let host = HostBuilder::new()
+///     .bundled_tools()
+///     .policy(Policy::default_policy())
+///     .build()
+///     .await?;
+/// let record = host.call(Proposal::new("clock", r#"{"zone":"Europe/Paris"}"#)).await;
+/// println!("{}", record.to_json_pretty());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Host {
+    inner: Arc<Inner>,
+}
+
+impl Host {
+    /// The admitted tools, by name.
+    pub fn tools(&self) -> impl Iterator<Item = (&AdmittedTool, &CompiledSchema)> {
+        self.inner.tools.values().map(|a| (&a.tool, &a.schema))
+    }
+
+    /// One admitted tool.
+    pub fn tool(&self, name: &str) -> Option<&AdmittedTool> {
+        self.inner.tools.get(name).map(|a| &a.tool)
+    }
+
+    /// What admission found for every component offered, admitted or refused.
+    pub fn examinations(&self) -> &[Examination] {
+        &self.inner.examinations
+    }
+
+    /// The active policy.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// The engine, AOT cache and linkers.
+    pub fn runtime(&self) -> &Runtime {
+        &self.inner.runtime
+    }
+
+    /// Examine a component that is not loaded, under the active policy (nothing is admitted).
+    pub async fn examine(&self, source: &str, bytes: &[u8]) -> Examination {
+        self.inner
+            .runtime
+            .admit(source, bytes, &self.inner.policy)
+            .await
+            .0
+    }
+
+    /// Run one proposal through the whole lifecycle. Never fails: every ending is in the record.
+    pub async fn call(&self, proposal: Proposal) -> CallRecord {
+        let mut record = CallRecord::new(
+            proposal.call_id.clone(),
+            proposal.tool.clone(),
+            proposal.provider.clone(),
+            &proposal.arguments,
+        );
+        self.run(&proposal, &mut record).await;
+        tracing::info!(
+            call_id = %record.call_id,
+            tool = %record.tool,
+            status = record.status.as_str(),
+            stage = record.stage.as_str(),
+            fuel = record.usage.fuel,
+            wall_ns = record.usage.wall_ns,
+            "call finished"
+        );
+        record
+    }
+
+    async fn run(&self, proposal: &Proposal, record: &mut CallRecord) {
+        // proposal → one neutral call of a known tool
+        let t = Instant::now();
+        let admitted = match self.proposal_stage(proposal) {
+            Ok((admitted, arguments)) => {
+                record.arguments = Some(serde_json::Value::Object(arguments.clone()));
+                record.component_digest = Some(admitted.tool.examination.digest.clone());
+                record.passed(Stage::Proposal, t.elapsed(), String::new());
+                (admitted, arguments)
+            }
+            Err(e) => return record.stop(CallError::from(&e), t.elapsed()),
+        };
+        let (admitted, arguments) = admitted;
+
+        // schema contract
+        let t = Instant::now();
+        if let Err(e) = admitted.schema.validate(&arguments) {
+            return record.stop(CallError::from(&e), t.elapsed());
+        }
+        record.passed(Stage::Schema, t.elapsed(), String::new());
+
+        // permission: admission linked only the granted capabilities
+        let t = Instant::now();
+        let tool = &admitted.tool;
+        let granted: Vec<String> = match &tool.examination.verdict {
+            Verdict::Admitted { granted } => granted.iter().map(|c| c.name().to_string()).collect(),
+            Verdict::Refused { .. } => Vec::new(),
+        };
+        record.granted = granted.clone();
+        record.passed(
+            Stage::Permission,
+            t.elapsed(),
+            format!("granted: [{}]", granted.join(", ")),
+        );
+
+        // claims and budget
+        let t = Instant::now();
+        let ceiling = budget::engine_ceiling(self.inner.runtime.settings.max_memory_bytes);
+        let limits = budget::admit(&tool.descriptor.claims.budget, &tool.grant.caps, &ceiling);
+        record.limits = Some(limits);
+        record.passed(
+            Stage::Budget,
+            t.elapsed(),
+            format!(
+                "fuel {}, memory {} B, wall {} ms, result {} B",
+                limits.fuel, limits.memory_bytes, limits.wall_time_ms, limits.result_bytes
+            ),
+        );
+
+        // brokered dispatch
+        let t = Instant::now();
+        let broker = Broker::new(record.call_id.clone(), Some(tool.grant.clone()));
+        let report = self
+            .inner
+            .runtime
+            .dispatch(&tool.pre, broker, Entry::Call(&proposal.arguments), &limits)
+            .await;
+        record.usage = report.usage;
+        record.receipts = report.receipts;
+        record.logs = report.logs;
+        let returned = match report.outcome {
+            Ok(r) => r,
+            Err(e) => return record.stop(CallError::from(&e), t.elapsed()),
+        };
+        record.passed(Stage::Dispatch, t.elapsed(), String::new());
+
+        // typed result and evidence
+        let t = Instant::now();
+        let collected = match returned {
+            GuestReturn::Completed(r) => {
+                record.usage.result_bytes = result::result_size(&r);
+                result::collect(r, limits.result_bytes)
+            }
+            GuestReturn::ToolError(e) => {
+                let (kept, error) = result::tool_error(e);
+                record.tool_error = Some(kept);
+                record.stop(CallError::from(&error), t.elapsed());
+                record.status = Status::ToolError;
+                return;
+            }
+            GuestReturn::Described(_) => return,
+        };
+        match collected {
+            Ok(r) => {
+                record.evidence = r.evidence.clone();
+                record.result = Some(r);
+                record.passed(Stage::Result, t.elapsed(), String::new());
+            }
+            Err(e) => return record.stop(CallError::from(&e), t.elapsed()),
+        }
+
+        // semantic outcome: no requirements are evaluated yet; the record says so
+        record.stages.push(crate::record::StageReport {
+            stage: Stage::Outcome,
+            decision: "skipped".into(),
+            elapsed_ns: 0,
+            note: "no requirements were evaluated".into(),
+        });
+
+        // presentation projection: the Markdown document, retained unchanged
+        record.projection = serde_json::json!({
+            "plan": "document",
+            "format": "markdown",
+            "diagnostics": ["no payload schema registry is configured; the Markdown document is shown"],
+        });
+        record.passed(Stage::Projection, std::time::Duration::ZERO, String::new());
+        record.status = Status::Completed;
+    }
+
+    fn proposal_stage(
+        &self,
+        proposal: &Proposal,
+    ) -> Result<(Arc<Admitted>, serde_json::Map<String, serde_json::Value>), ProposalError> {
+        if proposal.tool.is_empty() {
+            return Err(ProposalError::MissingToolName);
+        }
+        let admitted = self
+            .inner
+            .tools
+            .get(&proposal.tool)
+            .cloned()
+            .ok_or_else(|| ProposalError::UnknownTool {
+                name: proposal.tool.clone(),
+            })?;
+        let arguments = proposal::parse_arguments(&proposal.arguments)?;
+        Ok((admitted, arguments))
+    }
+}

@@ -1,0 +1,35 @@
+//! # vak-host: a WebAssembly-sandboxed tool host
+//!
+//! A language model proposes tool calls; vak decides whether a proposal becomes an execution,
+//! runs it in a fresh WebAssembly component instance with only the capabilities the policy
+//! grants, and reports what really happened in one [`CallRecord`] per call.
+//!
+//! The modules follow the call lifecycle:
+//! [`proposal`] → [`schema`] → [`policy`] (permission) → [`budget`] → [`dispatch`] (with the
+//! [`capabilities`] it brokers) → [`result`] → outcome → projection, all recorded in [`record`].
+//! Tools are admitted once ([`admission`]): compiled (with an AOT cache), their imports checked
+//! against their claims and the policy, and pre-linked for their grant.
+//!
+//! Start with [`HostBuilder`].
+
+pub mod admission;
+pub mod budget;
+pub mod bundled;
+pub mod capabilities;
+pub mod digest;
+pub mod dispatch;
+mod host;
+pub mod policy;
+pub mod proposal;
+pub mod record;
+pub mod result;
+pub mod schema;
+pub mod stage;
+
+pub use admission::{AdmissionError, AdmittedTool, Descriptor, Examination, Verdict};
+pub use dispatch::{DispatchError, EngineSettings};
+pub use host::{Host, HostBuilder, HostError};
+pub use policy::Policy;
+pub use proposal::Proposal;
+pub use record::{CallRecord, Status};
+pub use stage::{CallError, Stage};

@@ -1,0 +1,7 @@
+//! The `vak` command: run, inspect and list sandboxed tools.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

@@ -1,0 +1,312 @@
+//! The policy: which tools may run, with which capabilities and scopes, under which caps.
+//!
+//! Deny by default: a tool the policy does not name is not admitted, a capability it does not
+//! grant is not linked, a scope it does not list is refused at the broker. A policy is TOML with
+//! unknown fields rejected (the error names the line), compiled once into [`Policy`].
+
+use crate::capabilities::Capability;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The policy the `vak` binary uses by default: the bundled tools get what they claim.
+pub const DEFAULT_POLICY: &str = include_str!("../policy/default.toml");
+
+/// Why a policy was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("cannot read policy file {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("policy {origin}: {message}")]
+    Syntax { origin: String, message: String },
+    #[error("policy {origin}: tool `{tool}`: {message}")]
+    Scope {
+        origin: String,
+        tool: String,
+        message: String,
+    },
+}
+
+/// Caps on one call's resources; `None` falls back to the policy's defaults, then the host's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Caps {
+    pub fuel: Option<u64>,
+    pub memory_bytes: Option<u64>,
+    pub wall_time_ms: Option<u64>,
+    pub result_bytes: Option<u64>,
+}
+
+impl Caps {
+    /// `self`, with fields it leaves unset taken from `fallback`.
+    pub fn or(self, fallback: Caps) -> Caps {
+        Caps {
+            fuel: self.fuel.or(fallback.fuel),
+            memory_bytes: self.memory_bytes.or(fallback.memory_bytes),
+            wall_time_ms: self.wall_time_ms.or(fallback.wall_time_ms),
+            result_bytes: self.result_bytes.or(fallback.result_bytes),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(default)]
+    defaults: Caps,
+    #[serde(default)]
+    tools: BTreeMap<String, ToolGrantFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolGrantFile {
+    #[serde(default)]
+    capabilities: CapabilitiesFile,
+    #[serde(default)]
+    caps: Caps,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CapabilitiesFile {
+    clock: Option<ClockGrantFile>,
+    log: Option<LogGrantFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClockGrantFile {
+    zones: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LogGrantFile {}
+
+/// The scope of one granted capability.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// `clock`: the zones the tool may read (`AnyZone` for `"*"`).
+    Zones(ZoneScope),
+    /// A capability without scopes (`log`).
+    Unscoped,
+}
+
+/// Zones a `clock` grant covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ZoneScope {
+    Any,
+    Only(Vec<String>),
+}
+
+/// What the policy grants one tool, compiled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolGrant {
+    pub tool: String,
+    pub capabilities: BTreeMap<Capability, Scope>,
+    /// The tool's caps with the policy defaults filled in.
+    pub caps: Caps,
+}
+
+impl ToolGrant {
+    /// Whether `capability` is granted.
+    pub fn grants(&self, capability: Capability) -> bool {
+        self.capabilities.contains_key(&capability)
+    }
+
+    /// Whether the grant covers reading the clock in `zone`.
+    pub fn clock_zone_allowed(&self, zone: &str) -> bool {
+        match self.capabilities.get(&Capability::Clock) {
+            Some(Scope::Zones(ZoneScope::Any)) => true,
+            Some(Scope::Zones(ZoneScope::Only(zones))) => zones.iter().any(|z| z == zone),
+            _ => false,
+        }
+    }
+
+    /// Whether the grant covers a claim of `capability` with `scopes`; `Err` says what is missing.
+    pub fn covers(&self, capability: Capability, scopes: &[String]) -> Result<(), String> {
+        let Some(scope) = self.capabilities.get(&capability) else {
+            return Err(format!("the policy does not grant `{}`", capability.name()));
+        };
+        match scope {
+            Scope::Unscoped => Ok(()),
+            Scope::Zones(ZoneScope::Any) => Ok(()),
+            Scope::Zones(ZoneScope::Only(zones)) => {
+                let outside: Vec<&str> = scopes
+                    .iter()
+                    .filter(|s| !zones.contains(s))
+                    .map(String::as_str)
+                    .collect();
+                if outside.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "`{}` is claimed for {:?} but granted only for {:?}",
+                        capability.name(),
+                        outside,
+                        zones
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// A compiled policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Where it came from (a path, or `built-in default`), for messages.
+    pub origin: String,
+    pub defaults: Caps,
+    pub tools: BTreeMap<String, Arc<ToolGrant>>,
+}
+
+impl Policy {
+    /// The built-in default policy.
+    pub fn default_policy() -> Policy {
+        // The built-in text is tested below; failing to parse it is a build defect.
+        Policy::parse(DEFAULT_POLICY, "built-in default").expect("the built-in policy parses")
+    }
+
+    /// A policy that grants nothing: every tool is refused.
+    pub fn deny_all() -> Policy {
+        Policy {
+            origin: "deny-all".into(),
+            defaults: Caps::default(),
+            tools: BTreeMap::new(),
+        }
+    }
+
+    /// Read and compile a policy file.
+    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Policy::parse(&text, &path.display().to_string())
+    }
+
+    /// Compile a policy from TOML text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Policy, PolicyError> {
+        let file: PolicyFile = toml::from_str(text).map_err(|e| PolicyError::Syntax {
+            origin: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let mut tools = BTreeMap::new();
+        for (name, grant) in file.tools {
+            let mut capabilities = BTreeMap::new();
+            if let Some(clock) = grant.capabilities.clock {
+                capabilities.insert(
+                    Capability::Clock,
+                    Scope::Zones(compile_zones(origin, &name, clock.zones)?),
+                );
+            }
+            if grant.capabilities.log.is_some() {
+                capabilities.insert(Capability::Log, Scope::Unscoped);
+            }
+            tools.insert(
+                name.clone(),
+                Arc::new(ToolGrant {
+                    tool: name,
+                    capabilities,
+                    caps: grant.caps.or(file.defaults),
+                }),
+            );
+        }
+        Ok(Policy {
+            origin: origin.to_string(),
+            defaults: file.defaults,
+            tools,
+        })
+    }
+
+    /// The grant for `tool`, if the policy names it.
+    pub fn grant(&self, tool: &str) -> Option<&Arc<ToolGrant>> {
+        self.tools.get(tool)
+    }
+}
+
+fn compile_zones(origin: &str, tool: &str, zones: Vec<String>) -> Result<ZoneScope, PolicyError> {
+    if zones.is_empty() {
+        return Err(PolicyError::Scope {
+            origin: origin.into(),
+            tool: tool.into(),
+            message: "`clock.zones` is empty; list zones or use [\"*\"] for any zone".into(),
+        });
+    }
+    if zones.iter().any(|z| z == "*") {
+        return Ok(ZoneScope::Any);
+    }
+    for zone in &zones {
+        if jiff::tz::TimeZone::get(zone).is_err() {
+            return Err(PolicyError::Scope {
+                origin: origin.into(),
+                tool: tool.into(),
+                message: format!("`clock.zones` names {zone:?}, which is not a known IANA zone"),
+            });
+        }
+    }
+    Ok(ZoneScope::Only(zones))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_policy_grants_the_bundled_tools() {
+        let p = Policy::default_policy();
+        let clock = p.grant("clock").expect("clock is granted");
+        assert!(clock.clock_zone_allowed("Europe/Paris"));
+        assert!(!clock.grants(Capability::Log));
+        assert_eq!(clock.caps.fuel, Some(500_000_000));
+        assert!(p.grant("stats").is_some_and(|g| g.capabilities.is_empty()));
+        assert!(p.grant("unknown").is_none());
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected_with_their_line() {
+        let err = Policy::parse(
+            "[tools.clock]\ncapabilities.clock = { zones = [\"*\"] }\nfuell = 3\n",
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("line 3"), "{err}");
+        assert!(err.contains("fuell"), "{err}");
+        let err = Policy::parse("[tools.x]\ncapabilities.sockets = {}\n", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sockets"), "{err}");
+    }
+
+    #[test]
+    fn zone_scopes_are_checked() {
+        let err = Policy::parse(
+            "[tools.c]\ncapabilities.clock = { zones = [\"Mars/Olympus\"] }\n",
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("Mars/Olympus"), "{err}");
+        let p = Policy::parse(
+            "[tools.c]\ncapabilities.clock = { zones = [\"Europe/Paris\"] }\n",
+            "t",
+        )
+        .unwrap();
+        let g = p.grant("c").unwrap();
+        assert!(g.clock_zone_allowed("Europe/Paris"));
+        assert!(!g.clock_zone_allowed("Asia/Tokyo"));
+        assert!(
+            g.covers(Capability::Clock, &["Europe/Paris".into()])
+                .is_ok()
+        );
+        assert!(g.covers(Capability::Clock, &["*".into()]).is_err());
+    }
+}

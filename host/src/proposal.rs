@@ -1,0 +1,183 @@
+//! Provider proposal → one neutral call. A proposal is not an execution request until every
+//! later stage has passed; here it only has to be a well-formed call of a known tool.
+
+use crate::stage::{Stage, StageError};
+use serde_json::json;
+
+/// Largest argument document accepted, in bytes.
+pub const MAX_ARGUMENT_BYTES: usize = 1 << 20;
+/// Deepest nesting of arrays and objects accepted in arguments.
+pub const MAX_ARGUMENT_DEPTH: usize = 64;
+
+/// One proposed call, provider-neutral.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposal {
+    /// The id of the call (the provider's, or one the host minted).
+    pub call_id: String,
+    /// The tool the model named.
+    pub tool: String,
+    /// The arguments exactly as proposed (JSON text).
+    pub arguments: String,
+    /// Where the proposal came from (`cli`, `api`, a provider name).
+    pub provider: String,
+}
+
+impl Proposal {
+    /// A proposal from the embedder's API, with a fresh call id.
+    pub fn new(tool: impl Into<String>, arguments: impl Into<String>) -> Proposal {
+        Proposal {
+            call_id: new_call_id(),
+            tool: tool.into(),
+            arguments: arguments.into(),
+            provider: "api".into(),
+        }
+    }
+
+    /// The same proposal, marked as coming from `provider`.
+    pub fn from_provider(mut self, provider: impl Into<String>) -> Proposal {
+        self.provider = provider.into();
+        self
+    }
+}
+
+/// A fresh, time-ordered call id.
+pub fn new_call_id() -> String {
+    format!("call_{}", uuid::Uuid::now_v7().simple())
+}
+
+/// Why a proposal is not a well-formed call.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProposalError {
+    #[error("the proposal names no tool")]
+    MissingToolName,
+    #[error("no admitted tool is named `{name}`")]
+    UnknownTool { name: String },
+    #[error("the arguments are {size} bytes; at most {limit} are accepted")]
+    ArgumentsTooLarge { size: usize, limit: usize },
+    #[error("the arguments are not valid JSON: {reason}")]
+    ArgumentsNotJson { reason: String },
+    #[error("the arguments nest deeper than {limit} levels")]
+    ArgumentsTooDeep { limit: usize },
+    #[error("the arguments must be a JSON object, not {found}")]
+    ArgumentsNotObject { found: &'static str },
+}
+
+impl StageError for ProposalError {
+    fn stage(&self) -> Stage {
+        Stage::Proposal
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            ProposalError::MissingToolName => "missing_tool_name",
+            ProposalError::UnknownTool { .. } => "unknown_tool",
+            ProposalError::ArgumentsTooLarge { .. } => "arguments_too_large",
+            ProposalError::ArgumentsNotJson { .. } => "arguments_not_json",
+            ProposalError::ArgumentsTooDeep { .. } => "arguments_too_deep",
+            ProposalError::ArgumentsNotObject { .. } => "arguments_not_object",
+        }
+    }
+
+    fn details(&self) -> serde_json::Value {
+        match self {
+            ProposalError::ArgumentsTooLarge { size, limit } => {
+                json!({"size": size, "limit": limit})
+            }
+            ProposalError::ArgumentsTooDeep { limit } => json!({"limit": limit}),
+            _ => serde_json::Value::Null,
+        }
+    }
+}
+
+/// The JSON type name of `v`, for messages.
+pub fn json_type_name(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// Parse the argument text into a JSON object, within the size and depth bounds. The depth is
+/// checked on the text before parsing, so a hostile document never reaches the parser's stack.
+pub fn parse_arguments(
+    text: &str,
+) -> Result<serde_json::Map<String, serde_json::Value>, ProposalError> {
+    if text.len() > MAX_ARGUMENT_BYTES {
+        return Err(ProposalError::ArgumentsTooLarge {
+            size: text.len(),
+            limit: MAX_ARGUMENT_BYTES,
+        });
+    }
+    if nesting_depth(text) > MAX_ARGUMENT_DEPTH {
+        return Err(ProposalError::ArgumentsTooDeep {
+            limit: MAX_ARGUMENT_DEPTH,
+        });
+    }
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| ProposalError::ArgumentsNotJson {
+            reason: e.to_string(),
+        })?;
+    match value {
+        serde_json::Value::Object(map) => Ok(map),
+        other => Err(ProposalError::ArgumentsNotObject {
+            found: json_type_name(&other),
+        }),
+    }
+}
+
+/// The deepest nesting of `[` / `{` outside strings (an upper bound for malformed text).
+fn nesting_depth(text: &str) -> usize {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for b in text.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_must_be_a_bounded_json_object() {
+        assert!(parse_arguments(r#"{"zone":"Europe/Paris"}"#).is_ok());
+        assert_eq!(
+            parse_arguments("[1]").unwrap_err(),
+            ProposalError::ArgumentsNotObject { found: "an array" }
+        );
+        assert!(matches!(
+            parse_arguments("{\"a\":").unwrap_err(),
+            ProposalError::ArgumentsNotJson { .. }
+        ));
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert_eq!(
+            parse_arguments(&deep).unwrap_err(),
+            ProposalError::ArgumentsTooDeep {
+                limit: MAX_ARGUMENT_DEPTH
+            }
+        );
+        // Brackets inside strings do not count.
+        assert!(parse_arguments(&format!("{{\"s\":\"{}\"}}", "[".repeat(500))).is_ok());
+    }
+}

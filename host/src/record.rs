@@ -1,0 +1,245 @@
+//! The call record: one per proposal, whatever happened to it.
+//!
+//! A record says which stages ran, how long each took and what each decided; what the call was
+//! granted and what it used; the tool's result kept byte for byte (with its digest); the receipts
+//! of every brokered effect; and, on refusal or failure, the [`CallError`].
+
+use crate::capabilities::Receipt;
+use crate::stage::{CallError, Stage};
+use serde::{Deserialize, Serialize};
+
+/// The version of the record format; bumped when a field changes meaning.
+pub const RECORD_VERSION: u32 = 1;
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The tool ran and returned a result.
+    Completed,
+    /// The tool ran and returned its own error value.
+    ToolError,
+    /// The host refused the call before dispatch; no instance was created.
+    Refused,
+    /// The call was dispatched and ended in the sandbox (a limit, a trap) or in the host.
+    Failed,
+}
+
+impl Status {
+    /// The status as it appears in records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Completed => "completed",
+            Status::ToolError => "tool_error",
+            Status::Refused => "refused",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+/// What one stage decided, and how long it took.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageReport {
+    pub stage: Stage,
+    /// `passed`, `refused`, `failed` or `skipped`.
+    pub decision: String,
+    pub elapsed_ns: u64,
+    /// A short note on what the stage decided (e.g. the admitted limits).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+/// What a call really used.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Fuel consumed (deterministic CPU units).
+    pub fuel: u64,
+    /// Wall-clock time of the dispatch stage, from instantiation to return.
+    pub wall_ns: u64,
+    /// Peak linear memory of the instance, in bytes.
+    pub memory_bytes: u64,
+    /// Size of the returned result (document, payload, evidence), in bytes.
+    pub result_bytes: u64,
+}
+
+/// The limits a call ran under (the admitted budget).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    pub fuel: u64,
+    pub memory_bytes: u64,
+    pub wall_time_ms: u64,
+    pub result_bytes: u64,
+}
+
+/// Captured output of a stream (stdout or stderr), bounded.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Captured {
+    /// What was kept, lossily decoded as UTF-8.
+    pub text: String,
+    /// Bytes written beyond the cap and dropped.
+    pub dropped_bytes: u64,
+}
+
+/// A log line written through the `log` capability.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogLine {
+    pub level: String,
+    pub message: String,
+}
+
+/// Bounded logs of a call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Logs {
+    pub lines: Vec<LogLine>,
+    /// Lines dropped because the call reached the line cap.
+    pub dropped_lines: u64,
+    pub stdout: Captured,
+    pub stderr: Captured,
+}
+
+/// The tool's typed result, kept as returned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultRecord {
+    /// SHA-256 of the canonical encoding of the result as returned (see `result` module).
+    pub digest: String,
+    /// The payload schema id the tool named, if it returned a payload.
+    pub payload_schema: Option<String>,
+    /// The payload JSON text exactly as returned.
+    pub payload_json: Option<String>,
+    /// The Markdown document exactly as returned.
+    pub markdown: String,
+    /// The evidence items exactly as returned.
+    pub evidence: Vec<EvidenceRecord>,
+}
+
+/// An evidence item as the tool returned it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceRecord {
+    pub id: String,
+    /// `observed`, `cited`, `computed` or `synthesized`.
+    pub kind: String,
+    pub supports: Vec<String>,
+    pub receipt: Option<String>,
+    pub digest: Option<String>,
+    pub derived_from: Vec<String>,
+    pub note: String,
+}
+
+/// A tool's own error value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolErrorRecord {
+    pub code: String,
+    pub message: String,
+}
+
+/// The complete record of one call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    pub record_version: u32,
+    pub call_id: String,
+    pub tool: String,
+    /// Where the proposal came from (`cli`, `api`, a provider name).
+    pub provider: String,
+    /// When the host received the proposal (RFC 3339, UTC).
+    pub received_at: String,
+    pub status: Status,
+    /// The last lifecycle stage reached.
+    pub stage: Stage,
+    pub error: Option<CallError>,
+    pub stages: Vec<StageReport>,
+    /// SHA-256 of the argument text as proposed.
+    pub arguments_digest: String,
+    /// The arguments as proposed, when they were valid JSON.
+    pub arguments: Option<serde_json::Value>,
+    /// The digest of the component that ran (or would have run).
+    pub component_digest: Option<String>,
+    /// The admitted limits, once the budget stage passed.
+    pub limits: Option<Limits>,
+    /// Capabilities granted to this call (interface names), once permission passed.
+    pub granted: Vec<String>,
+    pub usage: Usage,
+    pub result: Option<ToolResultRecord>,
+    pub tool_error: Option<ToolErrorRecord>,
+    pub receipts: Vec<Receipt>,
+    /// Evidence items with the host's verdict (filled by the result stage).
+    pub evidence: Vec<EvidenceRecord>,
+    pub logs: Logs,
+    /// Requirement outcomes (the outcome stage); null until it runs.
+    pub outcome: serde_json::Value,
+    /// The presentation projection; null until it runs.
+    pub projection: serde_json::Value,
+}
+
+impl CallRecord {
+    /// The record of a proposal just received.
+    pub(crate) fn new(
+        call_id: String,
+        tool: String,
+        provider: String,
+        arguments_text: &str,
+    ) -> Self {
+        CallRecord {
+            record_version: RECORD_VERSION,
+            call_id,
+            tool,
+            provider,
+            received_at: jiff::Timestamp::now().to_string(),
+            status: Status::Refused,
+            stage: Stage::Proposal,
+            error: None,
+            stages: Vec::new(),
+            arguments_digest: crate::digest::sha256_hex(arguments_text.as_bytes()),
+            arguments: None,
+            component_digest: None,
+            limits: None,
+            granted: Vec::new(),
+            usage: Usage::default(),
+            result: None,
+            tool_error: None,
+            receipts: Vec::new(),
+            evidence: Vec::new(),
+            logs: Logs::default(),
+            outcome: serde_json::Value::Null,
+            projection: serde_json::Value::Null,
+        }
+    }
+
+    /// Note that `stage` passed, with how long it took.
+    pub(crate) fn passed(&mut self, stage: Stage, elapsed: std::time::Duration, note: String) {
+        self.stage = stage;
+        self.stages.push(StageReport {
+            stage,
+            decision: "passed".into(),
+            elapsed_ns: elapsed.as_nanos() as u64,
+            note,
+        });
+    }
+
+    /// End the record at `stage` with `error` (refused before dispatch, failed after).
+    pub(crate) fn stop(&mut self, error: CallError, elapsed: std::time::Duration) {
+        let stage = error.stage;
+        self.stage = stage;
+        self.status = if stage < Stage::Dispatch {
+            Status::Refused
+        } else {
+            Status::Failed
+        };
+        self.stages.push(StageReport {
+            stage,
+            decision: if self.status == Status::Refused {
+                "refused".into()
+            } else {
+                "failed".into()
+            },
+            elapsed_ns: elapsed.as_nanos() as u64,
+            note: String::new(),
+        });
+        self.error = Some(error);
+    }
+
+    /// The record as pretty JSON.
+    pub fn to_json_pretty(&self) -> String {
+        // A record holds only strings, numbers and JSON values: serialization cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
