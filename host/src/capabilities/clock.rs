@@ -58,6 +58,20 @@ impl Broker {
 
 impl Host for Broker {
     async fn now(&mut self, zone: String) -> Result<Reading, CapabilityError> {
+        if self.receipts.full() {
+            self.receipts.issue(
+                &self.call_id,
+                Capability::Clock,
+                "now",
+                json!({}),
+                json!({}),
+                false,
+            );
+            return Err(CapabilityError::Failed(format!(
+                "this call reached its limit of {} brokered effects",
+                super::MAX_RECEIPTS_PER_CALL
+            )));
+        }
         let request = json!({ "zone": zone });
         match self.clock_now(&zone) {
             Ok(mut reading) => {
@@ -68,14 +82,18 @@ impl Host for Broker {
                     "offset_seconds": reading.offset_seconds,
                     "zone": reading.zone,
                 });
-                reading.receipt = self.receipts.issue(
-                    &self.call_id,
-                    Capability::Clock,
-                    "now",
-                    request,
-                    outcome,
-                    true,
-                );
+                // `full()` was checked above and only this call's instance issues receipts.
+                reading.receipt = self
+                    .receipts
+                    .issue(
+                        &self.call_id,
+                        Capability::Clock,
+                        "now",
+                        request,
+                        outcome,
+                        true,
+                    )
+                    .unwrap_or_default();
                 Ok(reading)
             }
             Err((error, outcome)) => {

@@ -71,15 +71,21 @@ pub struct Receipt {
     pub at: String,
 }
 
+/// Receipts one call may collect; past this, brokered requests are refused (and still counted),
+/// so a guest looping over a capability cannot grow the host's memory without bound.
+pub const MAX_RECEIPTS_PER_CALL: usize = 4096;
+
 /// Where one call's receipts go. Cloned into the store; read by the pipeline after the call,
 /// whatever happened to the instance.
 #[derive(Debug, Clone, Default)]
 pub struct ReceiptSink {
     inner: Arc<Mutex<Vec<Receipt>>>,
+    refused: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl ReceiptSink {
-    /// Record an effect and return its receipt id.
+    /// Record an effect and return its receipt id; `None` once the call holds
+    /// [`MAX_RECEIPTS_PER_CALL`] receipts (the effect must then not be carried out).
     pub fn issue(
         &self,
         call_id: &str,
@@ -88,8 +94,13 @@ impl ReceiptSink {
         request: serde_json::Value,
         outcome: serde_json::Value,
         ok: bool,
-    ) -> String {
+    ) -> Option<String> {
         let mut receipts = self.lock();
+        if receipts.len() >= MAX_RECEIPTS_PER_CALL {
+            self.refused
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return None;
+        }
         let id = format!("{call_id}/{}", receipts.len() + 1);
         let digest = crate::digest::sha256_hex(outcome.to_string().as_bytes());
         receipts.push(Receipt {
@@ -103,7 +114,17 @@ impl ReceiptSink {
             digest,
             at: jiff::Timestamp::now().to_string(),
         });
-        id
+        Some(id)
+    }
+
+    /// Whether the call has used up its receipts: a capability must refuse before acting.
+    pub fn full(&self) -> bool {
+        self.lock().len() >= MAX_RECEIPTS_PER_CALL
+    }
+
+    /// Requests refused because the call had used up its receipts.
+    pub fn refused_for_limit(&self) -> u64 {
+        self.refused.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// All receipts issued so far.

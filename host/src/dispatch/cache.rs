@@ -83,16 +83,18 @@ impl AotCache {
         digest: &str,
     ) -> wasmtime::Result<(Component, Origin)> {
         let path = self.path_for(digest);
+        // Read the artifact into memory rather than mapping the file: a file truncated or
+        // rewritten in place by someone else then cannot fault pages under a running instance.
         if let Some(path) = &path
-            && path.is_file()
+            && let Ok(artifact) = std::fs::read(path)
         {
-            // SAFETY: `deserialize_file` trusts the artifact to be the output of
-            // `Engine::precompile_component` for a compatible engine, since it maps native code.
-            // The file lives in the host's own cache directory, which `prepare_dir` created with
-            // mode 0700 and checked to be owned by this user and writable by no one else; its name
-            // binds both the component digest and the engine fingerprint, and wasmtime itself
-            // checks the artifact's header against this engine before using it.
-            match unsafe { Component::deserialize_file(engine, path) } {
+            // SAFETY: `deserialize` trusts the artifact to be the output of
+            // `Engine::precompile_component` for a compatible engine, since it becomes native
+            // code. The file lives in the host's own cache directory, which `prepare_dir` created
+            // with mode 0700 and checked to be owned by this user and writable by no one else; its
+            // name binds the component digest and the engine fingerprint; and wasmtime checks the
+            // artifact's header against this engine before using it.
+            match unsafe { Component::deserialize(engine, &artifact) } {
                 Ok(component) => {
                     self.hits.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(digest, path = %path.display(), "component loaded from the AOT cache");

@@ -51,6 +51,7 @@ pub struct Runtime {
     pub(crate) linkers: Linkers,
     pub(crate) ticker: EpochTicker,
     pub(crate) settings: EngineSettings,
+    pub(crate) instances: std::sync::atomic::AtomicU64,
 }
 
 impl Runtime {
@@ -95,12 +96,18 @@ impl Runtime {
             linkers,
             ticker,
             settings,
+            instances: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
     /// The wasmtime engine.
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// Stores (and so instances) created by this runtime, `describe` at admission included.
+    pub fn instances_created(&self) -> u64 {
+        self.instances.load(Ordering::Relaxed)
     }
 
     /// The AOT cache and its counters.

@@ -116,6 +116,8 @@ impl Runtime {
         limits: &Limits,
     ) -> DispatchReport {
         let receipts = broker.receipts.clone();
+        self.instances
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut store = Store::new(&self.engine, CallState::new(broker, limits.memory_bytes));
         store.limiter(|s| &mut s.limiter);
         let started = Instant::now();

@@ -1,0 +1,24 @@
+//! Builds the guest components under `tests/guests/` and generates one constant per guest with
+//! the path of its `.wasm`, so a test names the guest it runs (as wasmtime's test-programs do).
+
+#[path = "../build-support/guests.rs"]
+mod guests;
+
+fn main() {
+    let packages = [
+        ("hostile", "vak-guest-hostile"),
+        ("undeclared", "vak-guest-undeclared"),
+    ];
+    let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let dir = out.join("guests");
+    guests::build(&packages, &dir);
+    let mut consts = String::new();
+    for (file, _) in packages {
+        consts.push_str(&format!(
+            "/// Path of the `{file}` guest component.\npub const {}: &str = {:?};\n",
+            file.to_uppercase(),
+            dir.join(format!("{file}.wasm")).display().to_string()
+        ));
+    }
+    std::fs::write(out.join("guests.rs"), consts).expect("write guests.rs");
+}

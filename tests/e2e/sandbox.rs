@@ -1,0 +1,320 @@
+//! End to end through real components: completed calls with receipts, tool errors, and hostile
+//! guests each contained with its own typed error while the host keeps serving.
+
+use serde_json::Value;
+use vak_host::capabilities::{Capability, MAX_RECEIPTS_PER_CALL};
+use vak_host::{CallRecord, Host, Proposal, Stage, Status};
+use vak_tests::{guest, guests, host_with};
+
+const POLICY: &str = r#"
+[tools.clock]
+capabilities.clock = { zones = ["*"] }
+
+[tools.hostile]
+capabilities.clock = { zones = ["UTC"] }
+capabilities.log = {}
+caps = { fuel = 50_000_000, wall_time_ms = 3_000, memory_bytes = 33_554_432, result_bytes = 65_536 }
+"#;
+
+/// Fuel so large that only the wall-clock deadline can stop a loop.
+const NO_FUEL_POLICY: &str = r#"
+[tools.clock]
+capabilities.clock = { zones = ["*"] }
+
+[tools.hostile]
+capabilities.clock = { zones = ["UTC"] }
+capabilities.log = {}
+caps = { fuel = 1_000_000_000_000_000, wall_time_ms = 300 }
+"#;
+
+fn clock_bytes() -> Vec<u8> {
+    vak_host::bundled::TOOLS
+        .iter()
+        .find(|(n, _)| *n == "clock")
+        .map(|(_, b)| b.to_vec())
+        .expect("clock is bundled")
+}
+
+async fn host(policy: &str, cache: &tempfile::TempDir) -> Host {
+    let host = host_with(
+        &[
+            ("clock", clock_bytes()),
+            ("hostile", guest(guests::HOSTILE)),
+        ],
+        policy,
+        cache.path(),
+    )
+    .await;
+    assert!(
+        host.tool("clock").is_some() && host.tool("hostile").is_some(),
+        "{:#?}",
+        host.examinations()
+    );
+    host
+}
+
+async fn hostile(host: &Host, mode: &str, n: u64) -> CallRecord {
+    let args = format!(r#"{{"mode":"{mode}","n":{n}}}"#);
+    host.call(Proposal::new("hostile", args)).await
+}
+
+/// The host still serves an honest call after whatever came before.
+async fn assert_still_serving(host: &Host) {
+    let r = host.call(Proposal::new("clock", r#"{"zone":"UTC"}"#)).await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    let r = hostile(host, "ok", 0).await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+}
+
+fn error_kind(r: &CallRecord) -> &str {
+    r.error
+        .as_ref()
+        .map(|e| e.kind.as_str())
+        .unwrap_or("<none>")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clock_completes_with_a_receipt_its_evidence_cites() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(POLICY, &cache).await;
+    let r = host
+        .call(Proposal::new("clock", r#"{"zone":"Europe/Paris"}"#))
+        .await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    assert_eq!(r.stage, Stage::Projection);
+    assert!(r.error.is_none());
+    assert!(r.usage.fuel > 0, "fuel used is reported");
+    assert!(r.usage.memory_bytes > 0, "peak memory is reported");
+    assert_eq!(r.receipts.len(), 1);
+    let receipt = &r.receipts[0];
+    assert_eq!(receipt.capability, Capability::Clock);
+    assert!(receipt.ok);
+    assert_eq!(receipt.call_id, r.call_id);
+    assert_eq!(receipt.outcome["zone"], "Europe/Paris");
+    let result = r.result.as_ref().expect("a result");
+    assert_eq!(
+        result.payload_schema.as_deref(),
+        Some("vak.temporal.instant/1")
+    );
+    let payload: Value = serde_json::from_str(result.payload_json.as_deref().unwrap()).unwrap();
+    assert_eq!(payload["zone"], "Europe/Paris");
+    assert_eq!(
+        payload["instant"], receipt.outcome["instant"],
+        "the payload is the host's reading"
+    );
+    assert_eq!(r.evidence[0].kind, "observed");
+    assert_eq!(r.evidence[0].receipt.as_deref(), Some(receipt.id.as_str()));
+
+    // The record's JSON contract.
+    let json: Value = serde_json::from_str(&r.to_json_pretty()).unwrap();
+    for field in [
+        "call_id",
+        "tool",
+        "status",
+        "stage",
+        "error",
+        "usage",
+        "receipts",
+        "evidence",
+        "outcome",
+        "projection",
+    ] {
+        assert!(json.get(field).is_some(), "record lacks `{field}`");
+    }
+    assert_eq!(json["status"], "completed");
+    for field in ["fuel", "wall_ns", "memory_bytes"] {
+        assert!(
+            json["usage"][field].as_u64().is_some(),
+            "usage lacks `{field}`"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_zone_is_a_tool_error_never_a_default() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(POLICY, &cache).await;
+    let r = host
+        .call(Proposal::new("clock", r#"{"zone":"Mars/Olympus_Mons"}"#))
+        .await;
+    assert_eq!(r.status, Status::ToolError, "{}", r.to_json_pretty());
+    let e = r.error.as_ref().unwrap();
+    assert_eq!(
+        (e.kind.as_str(), e.stage, e.retryable),
+        ("tool_error", Stage::Result, false)
+    );
+    assert_eq!(r.tool_error.as_ref().unwrap().code, "unknown-zone");
+    assert!(r.result.is_none());
+    // The refused lookup still left a receipt.
+    assert_eq!(r.receipts.len(), 1);
+    assert!(!r.receipts[0].ok);
+
+    // A missing zone never reaches the tool.
+    let before = host.runtime().instances_created();
+    let r = host.call(Proposal::new("clock", "{}")).await;
+    assert_eq!(r.status, Status::Refused);
+    assert_eq!(r.stage, Stage::Schema);
+    assert_eq!(
+        host.runtime().instances_created(),
+        before,
+        "no instance for a refused call"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_infinite_loop_runs_out_of_fuel() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(POLICY, &cache).await;
+    let r = hostile(&host, "spin", 0).await;
+    assert_eq!(r.status, Status::Failed);
+    assert_eq!(error_kind(&r), "fuel_exhausted", "{}", r.to_json_pretty());
+    assert_eq!(r.error.as_ref().unwrap().details["limit"], 50_000_000);
+    assert_eq!(r.usage.fuel, 50_000_000);
+    assert!(!r.error.as_ref().unwrap().retryable);
+    assert_still_serving(&host).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn loops_without_a_fuel_limit_hit_the_deadline_in_wasm_and_in_host_calls() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(NO_FUEL_POLICY, &cache).await;
+    for mode in ["spin", "spin-host", "sleep"] {
+        let started = std::time::Instant::now();
+        let r = hostile(&host, mode, 0).await;
+        let elapsed = started.elapsed();
+        assert_eq!(
+            error_kind(&r),
+            "deadline_exceeded",
+            "{mode}: {}",
+            r.to_json_pretty()
+        );
+        assert_eq!(r.error.as_ref().unwrap().details["limit_ms"], 300);
+        assert!(
+            elapsed.as_millis() >= 300,
+            "{mode} stopped before its deadline: {elapsed:?}"
+        );
+        assert!(
+            elapsed.as_secs() < 5,
+            "{mode} was not stopped near its deadline: {elapsed:?}"
+        );
+        assert!(
+            r.receipts.len() <= MAX_RECEIPTS_PER_CALL,
+            "receipts are bounded"
+        );
+    }
+    assert_still_serving(&host).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn memory_growth_stops_at_the_memory_limit() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(POLICY, &cache).await;
+    let r = hostile(&host, "grow", 0).await;
+    assert_eq!(
+        error_kind(&r),
+        "memory_limit_exceeded",
+        "{}",
+        r.to_json_pretty()
+    );
+    let details = &r.error.as_ref().unwrap().details;
+    assert_eq!(details["limit"], 33_554_432);
+    assert!(details["requested"].as_u64().unwrap() > 33_554_432);
+    assert!(r.usage.memory_bytes <= 33_554_432);
+    assert_still_serving(&host).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deep_recursion_is_a_clean_stack_overflow() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(POLICY, &cache).await;
+    let r = hostile(&host, "recurse", 0).await;
+    assert_eq!(error_kind(&r), "stack_overflow", "{}", r.to_json_pretty());
+    assert_still_serving(&host).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_over_the_cap_is_refused_with_its_size() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(POLICY, &cache).await;
+    let r = hostile(&host, "big-result", 100_000).await;
+    assert_eq!(error_kind(&r), "result_too_large", "{}", r.to_json_pretty());
+    assert_eq!(r.stage, Stage::Result);
+    let details = &r.error.as_ref().unwrap().details;
+    assert_eq!(
+        (details["limit"].as_u64(), details["actual"].as_u64()),
+        (Some(65_536), Some(100_000))
+    );
+    assert!(r.result.is_none(), "an oversized result is not kept");
+    // Just under the cap is fine.
+    let r = hostile(&host, "big-result", 60_000).await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    assert_still_serving(&host).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stdout_floods_and_log_floods_are_bounded() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(POLICY, &cache).await;
+    let r = hostile(&host, "flood", 2_000).await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    assert!(r.logs.stdout.text.len() <= 64 << 10);
+    assert!(
+        r.logs.stdout.dropped_bytes > 1_000_000,
+        "dropped {}",
+        r.logs.stdout.dropped_bytes
+    );
+
+    let r = hostile(&host, "log-flood", 1_000).await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    assert_eq!(r.logs.lines.len(), 256);
+    assert_eq!(r.logs.dropped_lines, 744);
+    assert_still_serving(&host).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guest_panic_is_reported_with_its_message() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(POLICY, &cache).await;
+    let r = hostile(&host, "panic", 0).await;
+    assert_eq!(error_kind(&r), "guest_panicked", "{}", r.to_json_pretty());
+    assert!(r.error.as_ref().unwrap().message.contains("boom"));
+    assert_still_serving(&host).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_zone_outside_the_grant_is_refused_at_the_broker_with_a_receipt() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(POLICY, &cache).await;
+    let r = hostile(&host, "forbidden-zone", 0).await;
+    assert_eq!(r.status, Status::ToolError, "{}", r.to_json_pretty());
+    assert!(r.tool_error.as_ref().unwrap().message.contains("denied"));
+    assert_eq!(r.receipts.len(), 1);
+    assert!(!r.receipts[0].ok);
+    let r = hostile(&host, "receipts", 0).await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    assert_eq!(
+        r.evidence[0].receipt.as_deref(),
+        Some(r.receipts[0].id.as_str())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_honest_call_completes_while_a_hostile_one_runs() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(NO_FUEL_POLICY, &cache).await;
+    let spinning = {
+        let host = host.clone();
+        tokio::spawn(async move { hostile(&host, "spin", 0).await })
+    };
+    let honest = host
+        .call(Proposal::new("clock", r#"{"zone":"Asia/Tokyo"}"#))
+        .await;
+    assert_eq!(
+        honest.status,
+        Status::Completed,
+        "{}",
+        honest.to_json_pretty()
+    );
+    let spun = spinning.await.unwrap();
+    assert_eq!(error_kind(&spun), "deadline_exceeded");
+}

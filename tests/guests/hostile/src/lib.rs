@@ -1,0 +1,82 @@
+//! A hostile tool: each `mode` attacks one limit of the sandbox. `ok` behaves.
+
+use vak_guest::prelude::*;
+
+#[derive(Deserialize, JsonSchema)]
+pub struct Args {
+    /// spin | spin-host | sleep | grow | recurse | big-result | flood | panic | ok
+    pub mode: String,
+    /// A size for modes that take one.
+    #[serde(default)]
+    pub n: u64,
+}
+
+pub struct Hostile;
+
+#[inline(never)]
+fn recurse(depth: u64) -> u64 {
+    // `black_box` keeps the frames: no tail call, no folding into a loop.
+    std::hint::black_box(recurse(std::hint::black_box(depth + 1))) + 1
+}
+
+impl Tool for Hostile {
+    type Args = Args;
+    const NAME: &'static str = "hostile";
+    const DESCRIPTION: &'static str = "Attacks the sandbox's limits, one mode at a time.";
+
+    fn claims() -> Claims {
+        Claims::new().clock(["UTC"]).log()
+    }
+
+    fn call(args: Args) -> Result<Output, ToolError> {
+        match args.mode.as_str() {
+            "spin" => loop {
+                std::hint::black_box(0);
+            },
+            "spin-host" => loop {
+                let _ = std::hint::black_box(clock::now("UTC"));
+            },
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                Ok(Output::markdown("woke up"))
+            }
+            "grow" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1u8; 1 << 20]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            "recurse" => Ok(Output::markdown(format!("{}", recurse(0)))),
+            "big-result" => Ok(Output::markdown("x".repeat(args.n as usize))),
+            "flood" => {
+                let line = "flood ".repeat(100);
+                for _ in 0..args.n {
+                    println!("{line}");
+                }
+                Ok(Output::markdown("flooded"))
+            }
+            "log-flood" => {
+                for i in 0..args.n {
+                    log::info(&format!("line {i}"));
+                }
+                Ok(Output::markdown("logged"))
+            }
+            "receipts" => {
+                let reading =
+                    clock::now("UTC").map_err(|e| ToolError::new("clock", e.to_string()))?;
+                Ok(Output::markdown(reading.rfc3339.clone())
+                    .with_evidence(Evidence::observed("now", &reading.receipt)))
+            }
+            "forbidden-zone" => match clock::now("Europe/Paris") {
+                Ok(_) => Ok(Output::markdown("read a zone outside the grant")),
+                Err(e) => Err(ToolError::new("refused", e.to_string())),
+            },
+            "panic" => panic!("boom"),
+            "ok" => Ok(Output::markdown("fine")),
+            other => Err(ToolError::new("unknown-mode", format!("no mode {other:?}"))),
+        }
+    }
+}
+
+vak_guest::export_tool!(Hostile);
