@@ -16,20 +16,33 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// Fail the build with a message that says exactly what to run, when the target is missing.
-fn require_target() {
+fn target_installed() -> bool {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let sysroot = Command::new(&rustc)
+    Command::new(&rustc)
         .args(["--print", "sysroot"])
         .output()
         .ok()
         .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
-    let installed = sysroot.is_some_and(|s| s.join("lib/rustlib").join(TARGET).is_dir());
-    if !installed {
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .is_some_and(|s| s.join("lib/rustlib").join(TARGET).is_dir())
+}
+
+/// Make sure the wasm target is installed: install it with rustup (for the toolchain this build
+/// runs on, as `rust-toolchain.toml` asks), or fail with a message that says what to run.
+fn require_target() {
+    if target_installed() {
+        return;
+    }
+    println!("cargo:warning=installing the {TARGET} target with `rustup target add {TARGET}`");
+    let added = Command::new("rustup")
+        .args(["target", "add", TARGET])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !added || !target_installed() {
         panic!(
-            "\n\nvak builds its tools as WebAssembly components for the `{TARGET}` target, which is not installed.\n\
-             Install it with:\n\n    rustup target add {TARGET}\n\nthen run the same cargo command again.\n"
+            "\n\nvak builds its tools as WebAssembly components for the `{TARGET}` target, which is not installed\n\
+             and could not be installed automatically. Install it with:\n\n    rustup target add {TARGET}\n\n\
+             then run the same cargo command again.\n"
         );
     }
 }

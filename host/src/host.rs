@@ -121,15 +121,20 @@ impl HostBuilder {
             let (mut exam, admitted) = runtime.admit(source, bytes, &self.policy).await;
             if let Some(tool) = admitted {
                 let name = tool.name().to_string();
-                if tools.contains_key(&name) {
-                    exam.verdict = Verdict::Refused {
-                        kind: "duplicate_name".into(),
-                        reason: crate::admission::AdmissionError::DuplicateName { tool: name }
+                match tools.entry(name) {
+                    std::collections::btree_map::Entry::Occupied(taken) => {
+                        exam.verdict = Verdict::Refused {
+                            kind: "duplicate_name".into(),
+                            reason: crate::admission::AdmissionError::DuplicateName {
+                                tool: taken.key().clone(),
+                            }
                             .to_string(),
-                    };
-                } else {
-                    let schema = CompiledSchema::compile(&tool.descriptor.input_schema);
-                    tools.insert(name, Arc::new(Admitted { tool, schema }));
+                        };
+                    }
+                    std::collections::btree_map::Entry::Vacant(slot) => {
+                        let schema = CompiledSchema::compile(&tool.descriptor.input_schema);
+                        slot.insert(Arc::new(Admitted { tool, schema }));
+                    }
                 }
             }
             examinations.push(exam);

@@ -1,0 +1,138 @@
+//! The `vak` command's contract: output, record fields and exit status.
+
+use std::process::{Command, Output};
+
+fn vak(cache: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vak"))
+        .args(args)
+        .env("VAK_CACHE_DIR", cache)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run vak")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn call_prints_the_document_and_exits_by_status() {
+    let cache = tempfile::tempdir().unwrap();
+    let ok = vak(cache.path(), &["call", "clock", r#"{"zone":"Asia/Tokyo"}"#]);
+    assert_eq!(ok.status.code(), Some(0), "{ok:?}");
+    assert!(stdout(&ok).contains("Asia/Tokyo"), "{}", stdout(&ok));
+    assert!(stdout(&ok).contains("completed"));
+
+    let tool_error = vak(
+        cache.path(),
+        &["call", "clock", r#"{"zone":"Nowhere/Land"}"#],
+    );
+    assert_eq!(tool_error.status.code(), Some(1));
+    assert!(stdout(&tool_error).contains("unknown-zone"));
+
+    let refused = vak(cache.path(), &["call", "clock", "{}"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(stdout(&refused).contains("refused at schema"));
+
+    let unknown = vak(cache.path(), &["call", "nope", "{}"]);
+    assert_eq!(unknown.status.code(), Some(2));
+
+    let usage = vak(cache.path(), &["call", "clock"]);
+    assert_eq!(usage.status.code(), Some(3));
+    let usage = vak(cache.path(), &["frobnicate"]);
+    assert_eq!(usage.status.code(), Some(3));
+    let help = vak(cache.path(), &["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+}
+
+#[test]
+fn call_json_prints_the_complete_record() {
+    let cache = tempfile::tempdir().unwrap();
+    let o = vak(
+        cache.path(),
+        &["call", "stats", r#"{"values":[4,8,15,16,23,42]}"#, "--json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let record: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON record");
+    assert_eq!(record["status"], "completed");
+    assert_eq!(record["stage"], "projection");
+    assert_eq!(record["tool"], "stats");
+    assert!(record["error"].is_null());
+    assert!(record["usage"]["fuel"].as_u64().unwrap() > 0);
+    let payload: serde_json::Value =
+        serde_json::from_str(record["result"]["payload_json"].as_str().unwrap()).unwrap();
+    assert_eq!(payload["median"], 15.5);
+
+    let o = vak(cache.path(), &["call", "clock", "{}", "--json"]);
+    assert_eq!(o.status.code(), Some(2));
+    let record: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(record["status"], "refused");
+    assert_eq!(record["error"]["stage"], "schema");
+    assert_eq!(record["error"]["retryable"], false);
+}
+
+#[test]
+fn inspect_and_tools_show_imports_claims_and_verdicts() {
+    let cache = tempfile::tempdir().unwrap();
+    let o = vak(cache.path(), &["inspect", "clock"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let text = stdout(&o);
+    assert!(text.contains("vak:tool/clock@0.1.0"), "{text}");
+    assert!(text.contains("admitted"), "{text}");
+
+    let o = vak(cache.path(), &["inspect", "stats", "--json"]);
+    let exam: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let imports: Vec<&str> = exam["imports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        !imports.iter().any(|i| i.starts_with("vak:tool/clock")),
+        "stats imports no clock: {imports:?}"
+    );
+    assert_eq!(exam["verdict"]["verdict"], "admitted");
+
+    let o = vak(cache.path(), &["tools", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let names: Vec<&str> = doc["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["clock", "stats"]);
+    assert_eq!(doc["tools"][0]["input_schema"]["required"][0], "zone");
+}
+
+#[test]
+fn a_policy_file_with_an_unknown_field_is_bad_usage_with_its_line() {
+    let cache = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policy.toml");
+    std::fs::write(
+        &path,
+        "[tools.clock]\ncapabilities.clock = { zones = [\"*\"] }\nfuel = 5\n",
+    )
+    .unwrap();
+    let o = vak(cache.path(), &["--policy", path.to_str().unwrap(), "tools"]);
+    assert_eq!(o.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("line 3") && err.contains("fuel"), "{err}");
+}
+
+#[test]
+fn the_demo_runs() {
+    let cache = tempfile::tempdir().unwrap();
+    let o = vak(cache.path(), &["demo"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = stdout(&o);
+    assert!(text.contains("fuel_exhausted"), "{text}");
+    assert!(text.contains("unknown-zone"), "{text}");
+}
