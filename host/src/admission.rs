@@ -11,6 +11,7 @@ use crate::dispatch::run::Entry;
 use crate::dispatch::{GuestReturn, Runtime};
 use crate::policy::{Policy, ToolGrant};
 use crate::record::Limits;
+use crate::schema::CompiledSchema;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use wasmtime::component::types::ComponentItem;
@@ -106,6 +107,8 @@ pub enum AdmissionError {
     Describe(String),
     #[error("the descriptor is invalid: {0}")]
     BadDescriptor(String),
+    #[error("the input schema cannot be admitted: {0}")]
+    Schema(#[from] crate::schema::SchemaCompileError),
     #[error("tool `{tool}` imports capabilities it does not claim: {imports:?}")]
     UnclaimedImports { tool: String, imports: Vec<String> },
     #[error("tool `{tool}` is not named in the policy ({policy}); deny by default")]
@@ -130,6 +133,7 @@ impl AdmissionError {
             AdmissionError::ForbiddenImports { .. } => "forbidden_imports",
             AdmissionError::Describe(_) => "describe_failed",
             AdmissionError::BadDescriptor(_) => "bad_descriptor",
+            AdmissionError::Schema(_) => "schema_refused",
             AdmissionError::UnclaimedImports { .. } => "unclaimed_imports",
             AdmissionError::NotInPolicy { .. } => "not_in_policy",
             AdmissionError::NotGranted { .. } => "not_granted",
@@ -149,6 +153,8 @@ pub struct Examination {
     pub imports: Vec<Import>,
     pub exports: Vec<String>,
     pub descriptor: Option<Descriptor>,
+    /// Pointers of input-schema keywords the boundary does not enforce.
+    pub not_enforced: Vec<String>,
     /// `admitted`, or `refused` with the error.
     pub verdict: Verdict,
 }
@@ -172,6 +178,8 @@ pub struct AdmittedTool {
     pub examination: Examination,
     pub descriptor: Descriptor,
     pub grant: Arc<ToolGrant>,
+    /// The input schema, compiled once.
+    pub schema: CompiledSchema,
     pub(crate) pre: SandboxedToolPre<crate::dispatch::state::CallState>,
 }
 
@@ -237,19 +245,21 @@ impl Runtime {
             imports: Vec::new(),
             exports: Vec::new(),
             descriptor: None,
+            not_enforced: Vec::new(),
             verdict: Verdict::Refused {
                 kind: String::new(),
                 reason: String::new(),
             },
         };
         match self.admit_inner(&mut exam, bytes, policy).await {
-            Ok((descriptor, grant, pre, granted)) => {
+            Ok((descriptor, schema, grant, pre, granted)) => {
                 exam.verdict = Verdict::Admitted {
                     granted: granted.into_iter().collect(),
                 };
                 let tool = AdmittedTool {
                     examination: exam.clone(),
                     descriptor,
+                    schema,
                     grant,
                     pre,
                 };
@@ -275,6 +285,7 @@ impl Runtime {
     ) -> Result<
         (
             Descriptor,
+            CompiledSchema,
             Arc<ToolGrant>,
             SandboxedToolPre<crate::dispatch::state::CallState>,
             GrantSet,
@@ -357,6 +368,8 @@ impl Runtime {
         };
         let descriptor = descriptor_from_wit(raw)?;
         exam.descriptor = Some(descriptor.clone());
+        let schema = CompiledSchema::compile(&descriptor.input_schema)?;
+        exam.not_enforced = schema.not_enforced.clone();
 
         // imports ⊆ claims
         let mut claimed = GrantSet::new();
@@ -407,7 +420,7 @@ impl Runtime {
 
         // Link exactly the claimed (and granted) capabilities.
         let pre = self.pre_for(&component, &claimed)?;
-        Ok((descriptor, grant, pre, claimed))
+        Ok((descriptor, schema, grant, pre, claimed))
     }
 
     fn pre_for(

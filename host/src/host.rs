@@ -10,7 +10,6 @@ use crate::policy::{Policy, PolicyError};
 use crate::proposal::{self, Proposal, ProposalError};
 use crate::record::{CallRecord, Status};
 use crate::result;
-use crate::schema::CompiledSchema;
 use crate::stage::{CallError, Stage};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -132,8 +131,7 @@ impl HostBuilder {
                         };
                     }
                     std::collections::btree_map::Entry::Vacant(slot) => {
-                        let schema = CompiledSchema::compile(&tool.descriptor.input_schema);
-                        slot.insert(Arc::new(Admitted { tool, schema }));
+                        slot.insert(Arc::new(tool));
                     }
                 }
             }
@@ -150,15 +148,10 @@ impl HostBuilder {
     }
 }
 
-struct Admitted {
-    tool: AdmittedTool,
-    schema: CompiledSchema,
-}
-
 struct Inner {
     runtime: Runtime,
     policy: Policy,
-    tools: BTreeMap<String, Arc<Admitted>>,
+    tools: BTreeMap<String, Arc<AdmittedTool>>,
     examinations: Vec<Examination>,
 }
 
@@ -184,13 +177,13 @@ pub struct Host {
 
 impl Host {
     /// The admitted tools, by name.
-    pub fn tools(&self) -> impl Iterator<Item = (&AdmittedTool, &CompiledSchema)> {
-        self.inner.tools.values().map(|a| (&a.tool, &a.schema))
+    pub fn tools(&self) -> impl Iterator<Item = &AdmittedTool> {
+        self.inner.tools.values().map(|a| a.as_ref())
     }
 
     /// One admitted tool.
     pub fn tool(&self, name: &str) -> Option<&AdmittedTool> {
-        self.inner.tools.get(name).map(|a| &a.tool)
+        self.inner.tools.get(name).map(|a| a.as_ref())
     }
 
     /// What admission found for every component offered, admitted or refused.
@@ -244,7 +237,7 @@ impl Host {
         let admitted = match self.proposal_stage(proposal) {
             Ok((admitted, arguments)) => {
                 record.arguments = Some(serde_json::Value::Object(arguments.clone()));
-                record.component_digest = Some(admitted.tool.examination.digest.clone());
+                record.component_digest = Some(admitted.examination.digest.clone());
                 record.passed(Stage::Proposal, t.elapsed(), String::new());
                 (admitted, arguments)
             }
@@ -261,7 +254,7 @@ impl Host {
 
         // permission: admission linked only the granted capabilities
         let t = Instant::now();
-        let tool = &admitted.tool;
+        let tool = &admitted;
         let granted: Vec<String> = match &tool.examination.verdict {
             Verdict::Admitted { granted } => granted.iter().map(|c| c.name().to_string()).collect(),
             Verdict::Refused { .. } => Vec::new(),
@@ -350,7 +343,13 @@ impl Host {
     fn proposal_stage(
         &self,
         proposal: &Proposal,
-    ) -> Result<(Arc<Admitted>, serde_json::Map<String, serde_json::Value>), ProposalError> {
+    ) -> Result<
+        (
+            Arc<AdmittedTool>,
+            serde_json::Map<String, serde_json::Value>,
+        ),
+        ProposalError,
+    > {
         if proposal.tool.is_empty() {
             return Err(ProposalError::MissingToolName);
         }

@@ -146,3 +146,62 @@ async fn an_unknown_tool_or_malformed_arguments_never_reach_an_instance() {
     }
     assert_eq!(host.runtime().instances_created(), before);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn schema_violations_name_both_pointers_and_never_reach_the_tool() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host_with(
+        &[("clock", bundled("clock")), ("stats", bundled("stats"))],
+        vak_host::policy::DEFAULT_POLICY,
+        cache.path(),
+    )
+    .await;
+    let before = host.runtime().instances_created();
+    let cases = [
+        ("clock", r#"{"zone":5}"#, "/zone", "/properties/zone/type"),
+        (
+            "clock",
+            r#"{"zone":"UTC","extra":1}"#,
+            "/extra",
+            "/additionalProperties",
+        ),
+        (
+            "stats",
+            r#"{"values":[1,"2",3]}"#,
+            "/values/1",
+            "/properties/values/items/type",
+        ),
+    ];
+    for (tool, args, instance, keyword) in cases {
+        let r = host.call(Proposal::new(tool, args)).await;
+        assert_eq!(
+            (r.status, r.stage),
+            (Status::Refused, Stage::Schema),
+            "{args}"
+        );
+        let e = r.error.unwrap();
+        assert_eq!((e.kind.as_str(), e.retryable), ("schema_violation", false));
+        let v = &e.details["violations"][0];
+        assert_eq!(
+            (v["instance"].as_str(), v["keyword"].as_str()),
+            (Some(instance), Some(keyword)),
+            "{args}"
+        );
+    }
+    assert_eq!(
+        host.runtime().instances_created(),
+        before,
+        "no instance for a refused call"
+    );
+    // Keywords the boundary does not enforce are reported at admission (schemars emits `format`).
+    let stats = host.tool("stats").unwrap();
+    assert!(
+        stats
+            .schema
+            .not_enforced
+            .iter()
+            .any(|p| p.ends_with("/format")),
+        "{:?}",
+        stats.schema.not_enforced
+    );
+}

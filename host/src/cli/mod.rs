@@ -202,14 +202,14 @@ async fn run(cli: Cli) -> ExitCode {
             if json {
                 let tools: Vec<_> = host
                     .tools()
-                    .map(|(t, s)| {
+                    .map(|t| {
                         serde_json::json!({
                             "name": t.descriptor.name,
                             "description": t.descriptor.description,
                             "input_schema": t.descriptor.input_schema,
                             "payload_schemas": t.descriptor.payload_schemas,
                             "claims": t.descriptor.claims,
-                            "not_enforced": s.not_enforced,
+                            "not_enforced": t.schema.not_enforced,
                             "digest": t.examination.digest,
                         })
                     })

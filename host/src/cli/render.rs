@@ -138,17 +138,16 @@ pub fn examination(e: &Examination, policy: &Policy) -> String {
             show(b.wall_time_ms),
             show(b.result_bytes)
         );
-        let schema = vak_host::schema::CompiledSchema::compile(&d.input_schema);
         let _ = writeln!(
             out,
             "\ninput schema\n  {}",
             neutralise(&d.input_schema.to_string())
         );
-        if !schema.not_enforced.is_empty() {
+        if !e.not_enforced.is_empty() {
             let _ = writeln!(
                 out,
                 "  not enforced by the boundary: {}",
-                schema.not_enforced.join(", ")
+                neutralise(&e.not_enforced.join(", "))
             );
         }
         if !d.payload_schemas.is_empty() {
@@ -183,7 +182,8 @@ pub fn examination(e: &Examination, policy: &Policy) -> String {
 /// The admitted tools, then the refused components.
 pub fn tools(host: &Host) -> String {
     let mut out = String::new();
-    for (tool, schema) in host.tools() {
+    for tool in host.tools() {
+        let schema = &tool.schema;
         let d = &tool.descriptor;
         let caps: Vec<&str> = d
             .claims
