@@ -350,6 +350,9 @@ impl Host {
         ),
         ProposalError,
     > {
+        if let Some(defect) = &proposal.defect {
+            return Err(defect.clone());
+        }
         if proposal.tool.is_empty() {
             return Err(ProposalError::MissingToolName);
         }

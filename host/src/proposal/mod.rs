@@ -1,6 +1,8 @@
 //! Provider proposal → one neutral call. A proposal is not an execution request until every
 //! later stage has passed; here it only has to be a well-formed call of a known tool.
 
+pub mod providers;
+
 use crate::stage::{Stage, StageError};
 use serde_json::json;
 
@@ -10,7 +12,7 @@ pub const MAX_ARGUMENT_BYTES: usize = 1 << 20;
 pub const MAX_ARGUMENT_DEPTH: usize = 64;
 
 /// One proposed call, provider-neutral.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Proposal {
     /// The id of the call (the provider's, or one the host minted).
     pub call_id: String,
@@ -20,6 +22,9 @@ pub struct Proposal {
     pub arguments: String,
     /// Where the proposal came from (`cli`, `api`, a provider name).
     pub provider: String,
+    /// What was wrong with the call as the provider sent it; such a call is refused at the
+    /// proposal stage, with its own record.
+    pub defect: Option<ProposalError>,
 }
 
 impl Proposal {
@@ -30,6 +35,7 @@ impl Proposal {
             tool: tool.into(),
             arguments: arguments.into(),
             provider: "api".into(),
+            defect: None,
         }
     }
 
@@ -50,6 +56,10 @@ pub fn new_call_id() -> String {
 pub enum ProposalError {
     #[error("the proposal names no tool")]
     MissingToolName,
+    #[error("the call carries no arguments")]
+    MissingArguments,
+    #[error("the arguments must be JSON text (a string), not {found}")]
+    ArgumentsNotJsonText { found: &'static str },
     #[error("no admitted tool is named `{name}`")]
     UnknownTool { name: String },
     #[error("the arguments are {size} bytes; at most {limit} are accepted")]
@@ -71,6 +81,8 @@ impl StageError for ProposalError {
         match self {
             ProposalError::MissingToolName => "missing_tool_name",
             ProposalError::UnknownTool { .. } => "unknown_tool",
+            ProposalError::MissingArguments => "missing_arguments",
+            ProposalError::ArgumentsNotJsonText { .. } => "arguments_not_json_text",
             ProposalError::ArgumentsTooLarge { .. } => "arguments_too_large",
             ProposalError::ArgumentsNotJson { .. } => "arguments_not_json",
             ProposalError::ArgumentsTooDeep { .. } => "arguments_too_deep",
@@ -130,7 +142,7 @@ pub fn parse_arguments(
 }
 
 /// The deepest nesting of `[` / `{` outside strings (an upper bound for malformed text).
-fn nesting_depth(text: &str) -> usize {
+pub(crate) fn nesting_depth(text: &str) -> usize {
     let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
     for b in text.bytes() {
         if in_string {
