@@ -2,7 +2,7 @@
 //! one complete [`CallRecord`] for each, whatever happens to the call.
 
 use crate::admission::{AdmittedTool, Examination, Verdict};
-use crate::budget;
+use crate::budget::{self, Ledger};
 use crate::capabilities::Broker;
 use crate::dispatch::run::Entry;
 use crate::dispatch::{EngineSettings, GuestReturn, Runtime};
@@ -10,11 +10,38 @@ use crate::policy::{Policy, PolicyError};
 use crate::proposal::{self, Proposal, ProposalError};
 use crate::record::{CallRecord, Status};
 use crate::result;
+use crate::revocation::Revocations;
 use crate::stage::{CallError, Stage};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+
+/// Why the permission stage refused a call.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PermissionError {
+    #[error("{what} was revoked at {at} ({reason})")]
+    Revoked {
+        what: String,
+        at: String,
+        reason: String,
+    },
+    #[error("the policy does not let principal `{principal}` call `{tool}`")]
+    PrincipalNotAllowed { tool: String, principal: String },
+}
+
+impl crate::stage::StageError for PermissionError {
+    fn stage(&self) -> Stage {
+        Stage::Permission
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            PermissionError::Revoked { .. } => "revoked",
+            PermissionError::PrincipalNotAllowed { .. } => "principal_not_allowed",
+        }
+    }
+}
 
 /// Why a host could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +63,7 @@ pub struct HostBuilder {
     settings: EngineSettings,
     policy: Policy,
     sources: Vec<(String, Vec<u8>)>,
+    revocations: Arc<Revocations>,
 }
 
 impl Default for HostBuilder {
@@ -52,7 +80,14 @@ impl HostBuilder {
             settings: EngineSettings::default(),
             policy: Policy::deny_all(),
             sources: Vec::new(),
+            revocations: Arc::new(Revocations::in_memory()),
         }
+    }
+
+    /// Where revocations are kept (default: in memory only).
+    pub fn revocations(mut self, revocations: Arc<Revocations>) -> Self {
+        self.revocations = revocations;
+        self
     }
 
     /// The policy every admission and call is checked against.
@@ -143,6 +178,7 @@ impl HostBuilder {
                 policy: self.policy,
                 tools,
                 examinations,
+                revocations: self.revocations,
             }),
         })
     }
@@ -153,6 +189,34 @@ struct Inner {
     policy: Policy,
     tools: BTreeMap<String, Arc<AdmittedTool>>,
     examinations: Vec<Examination>,
+    revocations: Arc<Revocations>,
+}
+
+/// A session: the embedder's unit of budget (a conversation, a turn), on behalf of one principal.
+/// Its ledger is charged with what each call really used; its calls may run concurrently.
+#[derive(Clone)]
+pub struct Session {
+    host: Host,
+    id: String,
+    principal: Option<String>,
+    ledger: Ledger,
+}
+
+impl Session {
+    /// The session's id (in every record it charges).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// What the session has used so far.
+    pub fn used(&self) -> crate::budget::Totals {
+        self.ledger.used()
+    }
+
+    /// Run one proposal through the whole lifecycle, charged to this session.
+    pub async fn call(&self, proposal: Proposal) -> CallRecord {
+        self.host.call_in(self, proposal).await
+    }
 }
 
 /// A running vak host. Cheap to clone; calls may run concurrently.
@@ -210,15 +274,37 @@ impl Host {
             .0
     }
 
-    /// Run one proposal through the whole lifecycle. Never fails: every ending is in the record.
+    /// The revocations in force; [`Revocations::revoke`] applies to new and running calls.
+    pub fn revocations(&self) -> &Arc<Revocations> {
+        &self.inner.revocations
+    }
+
+    /// Open a session on behalf of `principal`, with the policy's session caps.
+    pub fn session(&self, principal: Option<&str>) -> Session {
+        Session {
+            host: self.clone(),
+            id: format!("session_{}", uuid::Uuid::now_v7().simple()),
+            principal: principal.map(str::to_string),
+            ledger: Ledger::default(),
+        }
+    }
+
+    /// Run one proposal through the whole lifecycle in a session of its own. Never fails: every
+    /// ending is in the record.
     pub async fn call(&self, proposal: Proposal) -> CallRecord {
+        self.session(None).call(proposal).await
+    }
+
+    async fn call_in(&self, session: &Session, proposal: Proposal) -> CallRecord {
         let mut record = CallRecord::new(
             proposal.call_id.clone(),
             proposal.tool.clone(),
             proposal.provider.clone(),
             &proposal.arguments,
         );
-        self.run(&proposal, &mut record).await;
+        record.session_id = session.id.clone();
+        record.principal = session.principal.clone();
+        self.run(session, &proposal, &mut record).await;
         tracing::info!(
             call_id = %record.call_id,
             tool = %record.tool,
@@ -231,7 +317,7 @@ impl Host {
         record
     }
 
-    async fn run(&self, proposal: &Proposal, record: &mut CallRecord) {
+    async fn run(&self, session: &Session, proposal: &Proposal, record: &mut CallRecord) {
         // proposal → one neutral call of a known tool
         let t = Instant::now();
         let admitted = match self.proposal_stage(proposal) {
@@ -252,9 +338,14 @@ impl Host {
         }
         record.passed(Stage::Schema, t.elapsed(), String::new());
 
-        // permission: admission linked only the granted capabilities
+        // permission: the policy's grant (admission linked only what it grants), the principal,
+        // and the revocations in force now
         let t = Instant::now();
         let tool = &admitted;
+        let principal = session.principal.as_deref();
+        if let Err(e) = self.permission_stage(tool, principal) {
+            return record.stop(CallError::from(&e), t.elapsed());
+        }
         let granted: Vec<String> = match &tool.examination.verdict {
             Verdict::Admitted { granted } => granted.iter().map(|c| c.name().to_string()).collect(),
             Verdict::Refused { .. } => Vec::new(),
@@ -266,10 +357,19 @@ impl Host {
             format!("granted: [{}]", granted.join(", ")),
         );
 
-        // claims and budget
+        // claims and budget: min(claim, policy cap, engine ceiling, what the session has left)
         let t = Instant::now();
         let ceiling = budget::engine_ceiling(self.inner.runtime.settings.max_memory_bytes);
-        let limits = budget::admit(&tool.descriptor.claims.budget, &tool.grant.caps, &ceiling);
+        let wanted = budget::admit(&tool.descriptor.claims.budget, &tool.grant.caps, &ceiling);
+        let (limits, reservation) = match session.ledger.reserve(
+            tool.name(),
+            &self.inner.policy.session,
+            tool.grant.caps.calls_per_session,
+            wanted,
+        ) {
+            Ok(admitted) => admitted,
+            Err(e) => return record.stop(CallError::from(&e), t.elapsed()),
+        };
         record.limits = Some(limits);
         record.passed(
             Stage::Budget,
@@ -282,12 +382,17 @@ impl Host {
 
         // brokered dispatch
         let t = Instant::now();
-        let broker = Broker::new(record.call_id.clone(), Some(tool.grant.clone()));
-        let report = self
+        let broker = Broker::new(record.call_id.clone(), Some(tool.grant.clone()))
+            .watching(self.inner.revocations.clone(), session.principal.clone());
+        let mut report = self
             .inner
             .runtime
             .dispatch(&tool.pre, broker, Entry::Call(&proposal.arguments), &limits)
             .await;
+        if let Ok(GuestReturn::Completed(r)) = &report.outcome {
+            report.usage.result_bytes = result::result_size(r);
+        }
+        reservation.settle(&report.usage);
         record.usage = report.usage;
         record.receipts = report.receipts;
         record.logs = report.logs;
@@ -300,10 +405,7 @@ impl Host {
         // typed result and evidence
         let t = Instant::now();
         let collected = match returned {
-            GuestReturn::Completed(r) => {
-                record.usage.result_bytes = result::result_size(&r);
-                result::collect(r, limits.result_bytes)
-            }
+            GuestReturn::Completed(r) => result::collect(r, limits.result_bytes),
             GuestReturn::ToolError(e) => {
                 let (kept, error) = result::tool_error(e);
                 record.tool_error = Some(kept);
@@ -338,6 +440,27 @@ impl Host {
         });
         record.passed(Stage::Projection, std::time::Duration::ZERO, String::new());
         record.status = Status::Completed;
+    }
+
+    fn permission_stage(
+        &self,
+        tool: &AdmittedTool,
+        principal: Option<&str>,
+    ) -> Result<(), PermissionError> {
+        if let Some(entry) = self.inner.revocations.blocking_call(tool.name(), principal) {
+            return Err(PermissionError::Revoked {
+                what: entry.revocation.to_string(),
+                at: entry.at,
+                reason: entry.reason,
+            });
+        }
+        if !tool.grant.allows_principal(principal) {
+            return Err(PermissionError::PrincipalNotAllowed {
+                tool: tool.name().to_string(),
+                principal: principal.unwrap_or("(none)").to_string(),
+            });
+        }
+        Ok(())
     }
 
     fn proposal_stage(

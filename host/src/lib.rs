@@ -23,13 +23,15 @@ pub mod policy;
 pub mod proposal;
 pub mod record;
 pub mod result;
+pub mod revocation;
 pub mod schema;
 pub mod stage;
 
 pub use admission::{AdmissionError, AdmittedTool, Descriptor, Examination, Verdict};
 pub use dispatch::{DispatchError, EngineSettings};
-pub use host::{Host, HostBuilder, HostError};
+pub use host::{Host, HostBuilder, HostError, PermissionError, Session};
 pub use policy::Policy;
 pub use proposal::Proposal;
 pub use record::{CallRecord, Status};
+pub use revocation::{Revocation, Revocations};
 pub use stage::{CallError, Stage};

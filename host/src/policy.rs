@@ -40,6 +40,8 @@ pub struct Caps {
     pub memory_bytes: Option<u64>,
     pub wall_time_ms: Option<u64>,
     pub result_bytes: Option<u64>,
+    /// Calls of this tool one session may make.
+    pub calls_per_session: Option<u64>,
 }
 
 impl Caps {
@@ -50,8 +52,19 @@ impl Caps {
             memory_bytes: self.memory_bytes.or(fallback.memory_bytes),
             wall_time_ms: self.wall_time_ms.or(fallback.wall_time_ms),
             result_bytes: self.result_bytes.or(fallback.result_bytes),
+            calls_per_session: self.calls_per_session.or(fallback.calls_per_session),
         }
     }
+}
+
+/// Totals one session (a conversation, a turn: the embedder's unit) may use across its calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionCaps {
+    pub calls: Option<u64>,
+    pub fuel: Option<u64>,
+    pub wall_time_ms: Option<u64>,
+    pub result_bytes: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -59,6 +72,8 @@ impl Caps {
 struct PolicyFile {
     #[serde(default)]
     defaults: Caps,
+    #[serde(default)]
+    session: SessionCaps,
     #[serde(default)]
     tools: BTreeMap<String, ToolGrantFile>,
 }
@@ -70,6 +85,8 @@ struct ToolGrantFile {
     capabilities: CapabilitiesFile,
     #[serde(default)]
     caps: Caps,
+    /// Only these principals may call the tool (absent: any principal).
+    principals: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -112,12 +129,22 @@ pub struct ToolGrant {
     pub capabilities: BTreeMap<Capability, Scope>,
     /// The tool's caps with the policy defaults filled in.
     pub caps: Caps,
+    /// Only these principals may call the tool (`None`: any principal).
+    pub principals: Option<Vec<String>>,
 }
 
 impl ToolGrant {
     /// Whether `capability` is granted.
     pub fn grants(&self, capability: Capability) -> bool {
         self.capabilities.contains_key(&capability)
+    }
+
+    /// Whether `principal` may call the tool.
+    pub fn allows_principal(&self, principal: Option<&str>) -> bool {
+        match &self.principals {
+            None => true,
+            Some(list) => principal.is_some_and(|p| list.iter().any(|q| q == p)),
+        }
     }
 
     /// Whether the grant covers reading the clock in `zone`.
@@ -164,6 +191,8 @@ pub struct Policy {
     /// Where it came from (a path, or `built-in default`), for messages.
     pub origin: String,
     pub defaults: Caps,
+    /// Totals per session.
+    pub session: SessionCaps,
     pub tools: BTreeMap<String, Arc<ToolGrant>>,
 }
 
@@ -179,6 +208,7 @@ impl Policy {
         Policy {
             origin: "deny-all".into(),
             defaults: Caps::default(),
+            session: SessionCaps::default(),
             tools: BTreeMap::new(),
         }
     }
@@ -216,12 +246,14 @@ impl Policy {
                     tool: name,
                     capabilities,
                     caps: grant.caps.or(file.defaults),
+                    principals: grant.principals,
                 }),
             );
         }
         Ok(Policy {
             origin: origin.to_string(),
             defaults: file.defaults,
+            session: file.session,
             tools,
         })
     }

@@ -140,6 +140,10 @@ pub struct CallRecord {
     pub tool: String,
     /// Where the proposal came from (`cli`, `api`, a provider name).
     pub provider: String,
+    /// The session the call was charged to.
+    pub session_id: String,
+    /// On whose behalf the call was made, if the embedder said.
+    pub principal: Option<String>,
     /// When the host received the proposal (RFC 3339, UTC).
     pub received_at: String,
     pub status: Status,
@@ -183,6 +187,8 @@ impl CallRecord {
             call_id,
             tool,
             provider,
+            session_id: String::new(),
+            principal: None,
             received_at: jiff::Timestamp::now().to_string(),
             status: Status::Refused,
             stage: Stage::Proposal,

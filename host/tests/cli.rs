@@ -6,6 +6,7 @@ fn vak(cache: &std::path::Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_vak"))
         .args(args)
         .env("VAK_CACHE_DIR", cache)
+        .env("VAK_STATE_DIR", cache.join("state"))
         .env_remove("RUST_LOG")
         .output()
         .expect("run vak")
@@ -135,4 +136,91 @@ fn the_demo_runs() {
     let text = stdout(&o);
     assert!(text.contains("fuel_exhausted"), "{text}");
     assert!(text.contains("unknown-zone"), "{text}");
+}
+
+#[test]
+fn a_provider_proposal_runs_every_call() {
+    let cache = tempfile::tempdir().unwrap();
+    let doc = cache.path().join("proposal.json");
+    std::fs::write(
+        &doc,
+        r#"{"content":[{"type":"tool_use","id":"toolu_1","name":"clock","input":{"zone":"UTC"}},
+                       {"type":"tool_use","id":"toolu_2","name":"stats","input":{"values":[1,2]}}]}"#,
+    )
+    .unwrap();
+    let o = vak(
+        cache.path(),
+        &["call", "--proposal", doc.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let records: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let ids: Vec<&str> = records
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["toolu_1", "toolu_2"]);
+    assert!(
+        records
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["provider"] == "anthropic")
+    );
+    let o = vak(
+        cache.path(),
+        &[
+            "call",
+            "--proposal",
+            doc.to_str().unwrap(),
+            "--provider",
+            "gemini",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "not a Gemini document: bad usage");
+}
+
+#[test]
+fn tools_are_declared_for_each_provider() {
+    let cache = tempfile::tempdir().unwrap();
+    for (provider, pointer) in [
+        ("openai", "/0/function/parameters/additionalProperties"),
+        ("anthropic", "/0/input_schema/required/0"),
+        ("gemini", "/0/functionDeclarations/0/parameters/type"),
+        ("mcp", "/tools/0/inputSchema/type"),
+    ] {
+        let o = vak(cache.path(), &["tools", "--for", provider]);
+        assert_eq!(o.status.code(), Some(0), "{provider}: {o:?}");
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert!(doc.pointer(pointer).is_some(), "{provider}: {doc}");
+    }
+}
+
+#[test]
+fn policy_check_and_revoke() {
+    let cache = tempfile::tempdir().unwrap();
+    let o = vak(
+        cache.path(),
+        &[
+            "policy",
+            "check",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/policy/default.toml"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(stdout(&o).contains("tool clock"));
+
+    let o = vak(
+        cache.path(),
+        &["revoke", "tool", "stats", "--reason", "incident 7"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    // A later invocation (a new process) still sees it.
+    let o = vak(cache.path(), &["call", "stats", r#"{"values":[1]}"#]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stdout(&o).contains("incident 7"), "{}", stdout(&o));
+    let o = vak(cache.path(), &["revocations", "--json"]);
+    let list: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(list[0]["scope"], "tool");
 }

@@ -3,7 +3,7 @@
 //! The zone must be one the policy grants this tool (`zones = ["*"]` grants any). Every request,
 //! refused or not, leaves a receipt: a reading records the instant, the offset and the zone.
 
-use super::{Broker, Capability};
+use super::{Broker, Capability, Refusal};
 use crate::dispatch::bindings::vak::tool::clock::{Host, Reading};
 use crate::dispatch::bindings::vak::tool::types::CapabilityError;
 use serde_json::json;
@@ -27,9 +27,10 @@ fn well_formed(zone: &str) -> bool {
 
 impl Broker {
     fn clock_now(&self, zone: &str) -> Result<Reading, (CapabilityError, serde_json::Value)> {
-        let grant = self
-            .authorize(Capability::Clock)
-            .map_err(|m| (CapabilityError::Denied(m.clone()), json!({ "refused": m })))?;
+        let grant = self.authorize(Capability::Clock).map_err(|r| match r {
+            Refusal::Denied(m) => (CapabilityError::Denied(m.clone()), json!({ "refused": m })),
+            Refusal::Revoked(m) => (CapabilityError::Revoked(m.clone()), json!({ "revoked": m })),
+        })?;
         if !grant.clock_zone_allowed(zone) {
             let m = format!("the zone {zone:?} is outside the zones granted to this tool");
             return Err((CapabilityError::Denied(m.clone()), json!({ "refused": m })));

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod log;
 
 use crate::policy::ToolGrant;
+use crate::revocation::Revocations;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 
@@ -145,8 +146,18 @@ pub struct Broker {
     pub(crate) call_id: String,
     /// `None` while the host reads a tool's descriptor at admission: every request is denied.
     pub(crate) grant: Option<Arc<ToolGrant>>,
+    /// On whose behalf the call runs.
+    pub(crate) principal: Option<String>,
+    /// Checked on every request, so a revocation reaches calls already running.
+    pub(crate) revocations: Option<Arc<Revocations>>,
     pub(crate) receipts: ReceiptSink,
     pub(crate) log: log::LogBuffer,
+}
+
+/// Why the broker refused a request before carrying it out.
+pub(crate) enum Refusal {
+    Denied(String),
+    Revoked(String),
 }
 
 impl Broker {
@@ -155,24 +166,47 @@ impl Broker {
         Broker {
             call_id,
             grant,
+            principal: None,
+            revocations: None,
             receipts: ReceiptSink::default(),
             log: log::LogBuffer::default(),
         }
     }
 
-    /// The grant of `capability` for this call, or the reason it is not available.
-    fn authorize(&self, capability: Capability) -> Result<&ToolGrant, String> {
+    /// The same broker, checking `revocations` for `principal` on every request.
+    pub(crate) fn watching(
+        mut self,
+        revocations: Arc<Revocations>,
+        principal: Option<String>,
+    ) -> Self {
+        self.revocations = Some(revocations);
+        self.principal = principal;
+        self
+    }
+
+    /// The grant of `capability` for this call, or why it is not available now.
+    fn authorize(&self, capability: Capability) -> Result<&ToolGrant, Refusal> {
         let grant = self.grant.as_deref().ok_or_else(|| {
-            format!(
+            Refusal::Denied(format!(
                 "`{}` is not available while the host reads the tool's descriptor",
                 capability.name()
-            )
+            ))
         })?;
         if !grant.grants(capability) {
-            return Err(format!(
+            return Err(Refusal::Denied(format!(
                 "the policy does not grant `{}` to this tool",
                 capability.name()
-            ));
+            )));
+        }
+        if let Some(entry) = self
+            .revocations
+            .as_ref()
+            .and_then(|r| r.blocking_use(&grant.tool, self.principal.as_deref(), capability))
+        {
+            return Err(Refusal::Revoked(format!(
+                "{} was revoked at {} ({})",
+                entry.revocation, entry.at, entry.reason
+            )));
         }
         Ok(grant)
     }

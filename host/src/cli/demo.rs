@@ -16,7 +16,15 @@ caps = { fuel = 200_000 }
 
 pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
     let started = std::time::Instant::now();
-    let host = match super::build_host(None, None, cache_dir.clone(), no_cache).await {
+    let host = match super::build_host(
+        None,
+        None,
+        cache_dir.clone(),
+        no_cache,
+        vak_host::Revocations::in_memory(),
+    )
+    .await
+    {
         Ok(h) => h,
         Err(e) => return super::usage_error(e),
     };
@@ -74,7 +82,15 @@ pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
         Ok(p) => p,
         Err(e) => return super::usage_error(e),
     };
-    let host = match super::build_host(None, Some(tight), cache_dir, no_cache).await {
+    let host = match super::build_host(
+        None,
+        Some(tight),
+        cache_dir,
+        no_cache,
+        vak_host::Revocations::in_memory(),
+    )
+    .await
+    {
         Ok(h) => h,
         Err(e) => return super::usage_error(e),
     };

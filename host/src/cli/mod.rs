@@ -7,7 +7,8 @@ mod render;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use vak_host::{CallRecord, Host, HostBuilder, Policy, Proposal, Status};
+use vak_host::proposal::providers::{Provider, declaration, parse_document};
+use vak_host::{CallRecord, Host, HostBuilder, Policy, Proposal, Revocation, Revocations, Status};
 
 /// Exit status for bad usage of the CLI itself.
 const EXIT_USAGE: u8 = 3;
@@ -36,6 +37,12 @@ struct Cli {
     /// Compile every component at start; read and write no cache.
     #[arg(long, global = true)]
     no_cache: bool,
+    /// Where vak keeps its state (revocations) [default: $VAK_STATE_DIR, else ~/.local/state/vak].
+    #[arg(long, global = true, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// The principal on whose behalf calls are made (checked against the policy and revocations).
+    #[arg(long, global = true, value_name = "NAME")]
+    principal: Option<String>,
     /// Log more to stderr (-v info, -vv debug). `RUST_LOG` also works.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -45,13 +52,23 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run one call through the whole lifecycle and print the result.
+    /// Run one call (or every call of a provider's proposal) through the whole lifecycle and
+    /// print the result.
     Call {
         /// The tool's name.
-        tool: String,
+        #[arg(required_unless_present = "proposal")]
+        tool: Option<String>,
         /// The arguments, a JSON object, e.g. '{"zone":"Europe/Paris"}'.
-        arguments: String,
-        /// Print the complete call record as JSON instead.
+        #[arg(required_unless_present = "proposal")]
+        arguments: Option<String>,
+        /// A provider's proposal document (OpenAI, Anthropic, Gemini or MCP shape), or `-` for
+        /// stdin: every call in it is run, one record each, in one session.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["tool", "arguments"])]
+        proposal: Option<String>,
+        /// Read the proposal as this provider's shape instead of detecting it.
+        #[arg(long, value_name = "PROVIDER", requires = "proposal", value_parser = ["openai", "openai-chat", "openai-responses", "anthropic", "gemini", "mcp"])]
+        provider: Option<String>,
+        /// Print the complete call record as JSON instead (an array with --proposal).
         #[arg(long)]
         json: bool,
     },
@@ -69,9 +86,48 @@ enum Command {
         /// Print JSON instead.
         #[arg(long)]
         json: bool,
+        /// Print the tools as this provider's tool declarations (JSON; notes on stderr).
+        #[arg(long = "for", value_name = "PROVIDER", value_parser = ["openai", "openai-responses", "anthropic", "gemini", "mcp"])]
+        for_provider: Option<String>,
+    },
+    /// Check a policy file and explain what it grants.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+    /// Revoke a tool, one capability of a tool, or a principal: recorded durably, applied to new
+    /// calls at once and to running calls at their next capability use.
+    Revoke {
+        #[command(subcommand)]
+        what: RevokeWhat,
+        /// Why (kept with the revocation).
+        #[arg(long, global = true, default_value = "revoked with vak revoke")]
+        reason: String,
+    },
+    /// List the revocations in force.
+    Revocations {
+        /// Print JSON instead.
+        #[arg(long)]
+        json: bool,
     },
     /// Show the host at work on the bundled tools: a completed call, a tool error, a limit hit.
     Demo,
+}
+
+#[derive(Subcommand, Debug)]
+enum PolicyCommand {
+    /// Validate FILE and explain it; exit 3 with the line of the first error.
+    Check { file: PathBuf },
+}
+
+#[derive(Subcommand, Debug)]
+enum RevokeWhat {
+    /// Every call of the tool.
+    Tool { tool: String },
+    /// One capability of a tool (its calls run, the capability refuses).
+    Capability { tool: String, capability: String },
+    /// Every call on behalf of the principal.
+    Principal { principal: String },
 }
 
 pub fn main() -> ExitCode {
@@ -117,14 +173,38 @@ fn usage_error(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
+/// `--state-dir`, else `$VAK_STATE_DIR`, else `$XDG_STATE_HOME/vak`, else `~/.local/state/vak`.
+fn state_dir(flag: Option<&PathBuf>) -> Option<PathBuf> {
+    if let Some(dir) = flag {
+        return Some(dir.clone());
+    }
+    if let Some(dir) = std::env::var_os("VAK_STATE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))?;
+    Some(base.join("vak"))
+}
+
+fn open_revocations(state: Option<&PathBuf>) -> Result<Revocations, String> {
+    match state_dir(state) {
+        Some(dir) => Revocations::open(&dir.join("revocations.jsonl")).map_err(|e| e.to_string()),
+        None => Ok(Revocations::in_memory()),
+    }
+}
+
 /// The host the global options describe.
 pub(crate) async fn build_host(
     tools: Option<&PathBuf>,
     policy: Option<Policy>,
     cache_dir: Option<PathBuf>,
     no_cache: bool,
+    revocations: Revocations,
 ) -> Result<Host, String> {
-    let mut builder = HostBuilder::new().policy(policy.unwrap_or_else(Policy::default_policy));
+    let mut builder = HostBuilder::new()
+        .policy(policy.unwrap_or_else(Policy::default_policy))
+        .revocations(std::sync::Arc::new(revocations));
     if no_cache {
         builder = builder.cache_dir(None);
     } else if let Some(dir) = cache_dir {
@@ -145,28 +225,127 @@ async fn run(cli: Cli) -> ExitCode {
         },
         None => None,
     };
-    if let Command::Demo = cli.command {
-        return demo::run(cli.cache_dir, cli.no_cache).await;
+    let revocations = match open_revocations(cli.state_dir.as_ref()) {
+        Ok(r) => r,
+        Err(e) => return usage_error(e),
+    };
+    match &cli.command {
+        Command::Demo => return demo::run(cli.cache_dir, cli.no_cache).await,
+        Command::Policy {
+            command: PolicyCommand::Check { file },
+        } => {
+            return match Policy::load(file) {
+                Ok(p) => {
+                    print!("{}", render::policy(&p));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => usage_error(e),
+            };
+        }
+        Command::Revoke { what, reason } => {
+            let revocation = match what {
+                RevokeWhat::Tool { tool } => Revocation::Tool { tool: tool.clone() },
+                RevokeWhat::Principal { principal } => Revocation::Principal {
+                    principal: principal.clone(),
+                },
+                RevokeWhat::Capability { tool, capability } => {
+                    match vak_host::capabilities::Capability::from_name(capability) {
+                        Some(capability) => Revocation::Capability {
+                            tool: tool.clone(),
+                            capability,
+                        },
+                        None => {
+                            return usage_error(format!("no capability is named `{capability}`"));
+                        }
+                    }
+                }
+            };
+            return match revocations.revoke(revocation, reason) {
+                Ok(entry) => {
+                    println!("revoked {} at {}", entry.revocation, entry.at);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("vak: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
+        Command::Revocations { json } => {
+            let list = revocations.list();
+            if *json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&list).unwrap_or_default()
+                );
+            } else if list.is_empty() {
+                println!("no revocations in force");
+            } else {
+                for e in list {
+                    println!(
+                        "{}  {}  ({})",
+                        e.at,
+                        e.revocation,
+                        render::neutralise(&e.reason)
+                    );
+                }
+            }
+            return ExitCode::SUCCESS;
+        }
+        _ => {}
     }
-    let host = match build_host(cli.tools.as_ref(), policy, cli.cache_dir, cli.no_cache).await {
+    let host = match build_host(
+        cli.tools.as_ref(),
+        policy,
+        cli.cache_dir,
+        cli.no_cache,
+        revocations,
+    )
+    .await
+    {
         Ok(h) => h,
         Err(e) => return usage_error(e),
     };
+    // One invocation is one session.
+    let session = host.session(cli.principal.as_deref());
     match cli.command {
         Command::Call {
             tool,
             arguments,
+            proposal,
+            provider,
             json,
         } => {
-            let record = host
-                .call(Proposal::new(tool, arguments).from_provider("cli"))
-                .await;
-            if json {
-                println!("{}", record.to_json_pretty());
-            } else {
-                print!("{}", render::record_for_terminal(&record));
+            let from_document = proposal.is_some();
+            let proposals = match proposal {
+                Some(source) => match read_proposals(&source, provider.as_deref()) {
+                    Ok(p) => p,
+                    Err(e) => return usage_error(e),
+                },
+                None => vec![
+                    Proposal::new(tool.unwrap_or_default(), arguments.unwrap_or_default())
+                        .from_provider("cli"),
+                ],
+            };
+            let mut records = Vec::new();
+            for p in proposals {
+                records.push(session.call(p).await);
             }
-            exit_for(&record)
+            if json && from_document {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&records).unwrap_or_default()
+                );
+            } else if json {
+                for r in &records {
+                    println!("{}", r.to_json_pretty());
+                }
+            } else {
+                for r in &records {
+                    print!("{}", render::record_for_terminal(r));
+                }
+            }
+            exit_for_all(&records)
         }
         Command::Inspect { target, json } => {
             let exam = if target.ends_with(".wasm") || std::path::Path::new(&target).is_file() {
@@ -198,7 +377,10 @@ async fn run(cli: Cli) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::Tools { json } => {
+        Command::Tools { json, for_provider } => {
+            if let Some(name) = for_provider {
+                return print_declarations(&host, &name);
+            }
             if json {
                 let tools: Vec<_> = host
                     .tools()
@@ -227,15 +409,55 @@ async fn run(cli: Cli) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::Demo => ExitCode::SUCCESS,
+        Command::Demo
+        | Command::Policy { .. }
+        | Command::Revoke { .. }
+        | Command::Revocations { .. } => ExitCode::SUCCESS,
     }
 }
 
-/// The exit status for a call record.
-pub(crate) fn exit_for(record: &CallRecord) -> ExitCode {
-    match record.status {
-        Status::Completed => ExitCode::SUCCESS,
-        Status::ToolError | Status::Failed => ExitCode::from(1),
-        Status::Refused => ExitCode::from(2),
+fn read_proposals(source: &str, provider: Option<&str>) -> Result<Vec<Proposal>, String> {
+    let text = if source == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+            .map_err(|e| format!("cannot read the proposal from stdin: {e}"))?;
+        s
+    } else {
+        std::fs::read_to_string(source).map_err(|e| format!("cannot read {source}: {e}"))?
+    };
+    let hint = provider.and_then(Provider::from_name);
+    parse_document(&text, hint).map_err(|e| e.to_string())
+}
+
+fn print_declarations(host: &Host, name: &str) -> ExitCode {
+    let Some(provider) = Provider::from_name(name) else {
+        return usage_error(format!("unknown provider `{name}`"));
+    };
+    let mut decls = Vec::new();
+    for tool in host.tools() {
+        let d = &tool.descriptor;
+        let (decl, notes) = declaration(provider, &d.name, &d.description, &d.input_schema);
+        for n in notes {
+            eprintln!("{}: {n}", d.name);
+        }
+        decls.push(decl);
+    }
+    let doc = match provider {
+        Provider::Gemini => serde_json::json!([{ "functionDeclarations": decls }]),
+        Provider::Mcp => serde_json::json!({ "tools": decls }),
+        _ => serde_json::Value::Array(decls),
+    };
+    println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+    ExitCode::SUCCESS
+}
+
+/// The exit status for several records: refused beats failed beats completed.
+fn exit_for_all(records: &[CallRecord]) -> ExitCode {
+    if records.iter().any(|r| r.status == Status::Refused) {
+        ExitCode::from(2)
+    } else if records.iter().any(|r| r.status != Status::Completed) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     }
 }

@@ -232,6 +232,75 @@ pub fn tools(host: &Host) -> String {
     out
 }
 
+/// What a policy grants, tool by tool.
+pub fn policy(p: &Policy) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "policy {}: valid", p.origin);
+    let show = |v: Option<u64>| v.map_or("host default".to_string(), thousands);
+    let d = &p.defaults;
+    let _ = writeln!(
+        out,
+        "defaults per call: fuel {}, memory {} B, wall {} ms, result {} B",
+        show(d.fuel),
+        show(d.memory_bytes),
+        show(d.wall_time_ms),
+        show(d.result_bytes)
+    );
+    let s = &p.session;
+    let unlimited = |v: Option<u64>| v.map_or("unlimited".to_string(), thousands);
+    let _ = writeln!(
+        out,
+        "per session: calls {}, fuel {}, wall {} ms, result {} B",
+        unlimited(s.calls),
+        unlimited(s.fuel),
+        unlimited(s.wall_time_ms),
+        unlimited(s.result_bytes)
+    );
+    if p.tools.is_empty() {
+        let _ = writeln!(
+            out,
+            "no tool is granted: every tool will be refused (deny by default)"
+        );
+    }
+    for (name, g) in &p.tools {
+        let _ = writeln!(out, "\ntool {name}");
+        if g.capabilities.is_empty() {
+            let _ = writeln!(out, "  capabilities: none (pure computation)");
+        }
+        for (cap, scope) in &g.capabilities {
+            let scope = match scope {
+                vak_host::policy::Scope::Unscoped => "no scopes".to_string(),
+                vak_host::policy::Scope::Zones(vak_host::policy::ZoneScope::Any) => {
+                    "any IANA zone".to_string()
+                }
+                vak_host::policy::Scope::Zones(vak_host::policy::ZoneScope::Only(z)) => {
+                    format!("zones {}", z.join(", "))
+                }
+            };
+            let _ = writeln!(out, "  {}: {scope} — {}", cap.name(), cap.summary());
+        }
+        let c = &g.caps;
+        let _ = writeln!(
+            out,
+            "  caps per call: fuel {}, memory {} B, wall {} ms, result {} B; calls per session {}",
+            show(c.fuel),
+            show(c.memory_bytes),
+            show(c.wall_time_ms),
+            show(c.result_bytes),
+            unlimited(c.calls_per_session)
+        );
+        match &g.principals {
+            None => {
+                let _ = writeln!(out, "  principals: any");
+            }
+            Some(list) => {
+                let _ = writeln!(out, "  principals: only {}", list.join(", "));
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

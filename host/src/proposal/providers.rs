@@ -10,7 +10,9 @@
 //! A defect of one call (no name, arguments of the wrong kind) does not sink the others: that
 //! call becomes a proposal carrying its defect, refused at the proposal stage with its own record.
 
-use super::{MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, Proposal, ProposalError, nesting_depth, new_call_id};
+use super::{
+    MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, Proposal, ProposalError, nesting_depth, new_call_id,
+};
 use serde_json::{Map, Value};
 
 /// The provider families vak reads proposals from.
@@ -79,7 +81,8 @@ pub fn parse_document(text: &str, hint: Option<Provider>) -> Result<Vec<Proposal
             limit: MAX_ARGUMENT_DEPTH + ENVELOPE_DEPTH,
         });
     }
-    let doc: Value = serde_json::from_str(text).map_err(|e| DocumentError::NotJson(e.to_string()))?;
+    let doc: Value =
+        serde_json::from_str(text).map_err(|e| DocumentError::NotJson(e.to_string()))?;
     let providers = match hint {
         Some(p) => vec![p],
         None => vec![
@@ -115,16 +118,19 @@ fn find_calls(provider: Provider, doc: &Value) -> Vec<&Value> {
         Provider::OpenAiChat => {
             // response → choices[].message; message → tool_calls; or the tool_calls array itself
             let messages: Vec<&Value> = match doc.get("choices") {
-                Some(choices) => as_list(choices).into_iter().filter_map(|c| c.get("message")).collect(),
+                Some(choices) => as_list(choices)
+                    .into_iter()
+                    .filter_map(|c| c.get("message"))
+                    .collect(),
                 None => vec![doc],
             };
             let mut calls = Vec::new();
             for m in messages {
                 match m.get("tool_calls") {
                     Some(tc) => calls.extend(as_list(tc)),
-                    None => calls.extend(
-                        as_list(m).into_iter().filter(|c| c.get("function").is_some() && c.get("type").is_none_or(|t| t == "function")),
-                    ),
+                    None => calls.extend(as_list(m).into_iter().filter(|c| {
+                        c.get("function").is_some() && c.get("type").is_none_or(|t| t == "function")
+                    })),
                 }
             }
             calls
@@ -145,20 +151,30 @@ fn find_calls(provider: Provider, doc: &Value) -> Vec<&Value> {
         }
         Provider::Gemini => {
             let contents: Vec<&Value> = match doc.get("candidates") {
-                Some(c) => as_list(c).into_iter().filter_map(|c| c.get("content")).collect(),
+                Some(c) => as_list(c)
+                    .into_iter()
+                    .filter_map(|c| c.get("content"))
+                    .collect(),
                 None => vec![doc],
             };
             let mut calls = Vec::new();
             for content in contents {
                 let parts = content.get("parts").unwrap_or(content);
-                calls.extend(as_list(parts).into_iter().filter_map(|p| p.get("functionCall")));
+                calls.extend(
+                    as_list(parts)
+                        .into_iter()
+                        .filter_map(|p| p.get("functionCall")),
+                );
             }
             calls
         }
         Provider::Mcp => {
             if doc.get("method").and_then(Value::as_str) == Some("tools/call") {
                 doc.get("params").into_iter().collect()
-            } else if doc.get("name").is_some() && doc.get("method").is_none() && doc.get("type").is_none() {
+            } else if doc.get("name").is_some()
+                && doc.get("method").is_none()
+                && doc.get("type").is_none()
+            {
                 vec![doc]
             } else {
                 Vec::new()
@@ -172,7 +188,11 @@ fn read_call(provider: Provider, call: &Value) -> Proposal {
     let (id_field, name, args): (Option<&Value>, Option<&Value>, Option<&Value>) = match provider {
         Provider::OpenAiChat => {
             let f = call.get("function");
-            (call.get("id"), f.and_then(|f| f.get("name")), f.and_then(|f| f.get("arguments")))
+            (
+                call.get("id"),
+                f.and_then(|f| f.get("name")),
+                f.and_then(|f| f.get("arguments")),
+            )
         }
         Provider::OpenAiResponses => (
             call.get("call_id").or_else(|| call.get("id")),
@@ -221,7 +241,12 @@ fn read_call(provider: Provider, call: &Value) -> Proposal {
 
 /// Tool declarations for a provider, adapted from the admitted schema where the provider needs
 /// it, with a note for everything that could not be expressed.
-pub fn declaration(provider: Provider, name: &str, description: &str, schema: &Value) -> (Value, Vec<String>) {
+pub fn declaration(
+    provider: Provider,
+    name: &str,
+    description: &str,
+    schema: &Value,
+) -> (Value, Vec<String>) {
     let mut notes = Vec::new();
     let decl = match provider {
         Provider::OpenAiChat => {
@@ -242,7 +267,9 @@ pub fn declaration(provider: Provider, name: &str, description: &str, schema: &V
         Provider::Anthropic => {
             serde_json::json!({ "name": name, "description": description, "input_schema": schema })
         }
-        Provider::Mcp => serde_json::json!({ "name": name, "description": description, "inputSchema": schema }),
+        Provider::Mcp => {
+            serde_json::json!({ "name": name, "description": description, "inputSchema": schema })
+        }
         Provider::Gemini => {
             let inlined = inline_refs(schema, schema, &mut notes, 0);
             let s = gemini_schema(&inlined, "", &mut notes);
@@ -287,7 +314,11 @@ fn inline_refs(node: &Value, root: &Value, notes: &mut Vec<String>, depth: usize
                     .collect(),
             )
         }
-        Value::Array(a) => Value::Array(a.iter().map(|v| inline_refs(v, root, notes, depth)).collect()),
+        Value::Array(a) => Value::Array(
+            a.iter()
+                .map(|v| inline_refs(v, root, notes, depth))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }
@@ -295,17 +326,27 @@ fn inline_refs(node: &Value, root: &Value, notes: &mut Vec<String>, depth: usize
 /// OpenAI strict mode: every property required, optional ones nullable, no extra properties.
 fn openai_strict(s: &mut Value, at: &str, notes: &mut Vec<String>) {
     let Value::Object(o) = s else { return };
-    for unsupported in ["format", "minimum", "maximum", "pattern", "minItems", "maxItems", "default"] {
+    for unsupported in [
+        "format", "minimum", "maximum", "pattern", "minItems", "maxItems", "default",
+    ] {
         if o.remove(unsupported).is_some() && unsupported != "default" {
-            notes.push(format!("{at}/{unsupported}: dropped (not accepted in OpenAI strict mode)"));
+            notes.push(format!(
+                "{at}/{unsupported}: dropped (not accepted in OpenAI strict mode)"
+            ));
         }
     }
     if matches!(o.get("properties"), Some(Value::Object(_))) {
         let required: Vec<String> = match o.get("required") {
-            Some(Value::Array(r)) => r.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+            Some(Value::Array(r)) => r
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
             _ => Vec::new(),
         };
-        let Some(Value::Object(props)) = o.get_mut("properties") else { return };
+        let Some(Value::Object(props)) = o.get_mut("properties") else {
+            return;
+        };
         let names: Vec<String> = props.keys().cloned().collect();
         for (name, sub) in props.iter_mut() {
             openai_strict(sub, &format!("{at}/properties/{name}"), notes);
@@ -314,9 +355,16 @@ fn openai_strict(s: &mut Value, at: &str, notes: &mut Vec<String>) {
                 notes.push(format!("{at}/properties/{name}: optional, so declared required and nullable (send null to omit)"));
             }
         }
-        o.insert("required".into(), Value::Array(names.into_iter().map(Value::String).collect()));
-        if o.get("additionalProperties").is_some_and(|a| a != &Value::Bool(false)) {
-            notes.push(format!("{at}/additionalProperties: set to false (strict mode allows no extra properties)"));
+        o.insert(
+            "required".into(),
+            Value::Array(names.into_iter().map(Value::String).collect()),
+        );
+        if o.get("additionalProperties")
+            .is_some_and(|a| a != &Value::Bool(false))
+        {
+            notes.push(format!(
+                "{at}/additionalProperties: set to false (strict mode allows no extra properties)"
+            ));
         }
         o.insert("additionalProperties".into(), Value::Bool(false));
     } else if o.get("type").and_then(Value::as_str) == Some("object") {
@@ -373,13 +421,21 @@ fn gemini_schema(s: &Value, at: &str, notes: &mut Vec<String>) -> Value {
                 if let Value::Object(props) = v {
                     let converted: Map<String, Value> = props
                         .iter()
-                        .map(|(n, p)| (n.clone(), gemini_schema(p, &format!("{at}/properties/{n}"), notes)))
+                        .map(|(n, p)| {
+                            (
+                                n.clone(),
+                                gemini_schema(p, &format!("{at}/properties/{n}"), notes),
+                            )
+                        })
                         .collect();
                     out.insert("properties".into(), Value::Object(converted));
                 }
             }
             "items" => {
-                out.insert("items".into(), gemini_schema(v, &format!("{at}/items"), notes));
+                out.insert(
+                    "items".into(),
+                    gemini_schema(v, &format!("{at}/items"), notes),
+                );
             }
             "required" | "enum" | "description" => {
                 out.insert(k.clone(), v.clone());
@@ -391,7 +447,9 @@ fn gemini_schema(s: &Value, at: &str, notes: &mut Vec<String>) -> Value {
                 if v == &Value::Bool(false) {
                     notes.push(format!("{at}/additionalProperties: not expressible for Gemini; still enforced by vak"));
                 } else {
-                    notes.push(format!("{at}/additionalProperties: not expressible for Gemini"));
+                    notes.push(format!(
+                        "{at}/additionalProperties: not expressible for Gemini"
+                    ));
                 }
             }
             "$schema" | "title" | "default" | "$comment" => {}
@@ -412,38 +470,82 @@ mod tests {
 
     #[test]
     fn each_provider_shape_becomes_neutral_proposals() {
-        let chat = one(json!({"choices":[{"message":{"role":"assistant","tool_calls":[
+        let chat = one(
+            json!({"choices":[{"message":{"role":"assistant","tool_calls":[
             {"id":"call_a","type":"function","function":{"name":"clock","arguments":"{\"zone\":\"UTC\"}"}},
-            {"id":"call_b","type":"function","function":{"name":"stats","arguments":"{\"values\":[1]}"}}]}}]}), None);
+            {"id":"call_b","type":"function","function":{"name":"stats","arguments":"{\"values\":[1]}"}}]}}]}),
+            None,
+        );
         assert_eq!(chat.len(), 2);
-        assert_eq!((chat[0].call_id.as_str(), chat[0].tool.as_str(), chat[0].arguments.as_str()), ("call_a", "clock", r#"{"zone":"UTC"}"#));
+        assert_eq!(
+            (
+                chat[0].call_id.as_str(),
+                chat[0].tool.as_str(),
+                chat[0].arguments.as_str()
+            ),
+            ("call_a", "clock", r#"{"zone":"UTC"}"#)
+        );
         assert_eq!(chat[0].provider, "openai-chat");
 
-        let responses = one(json!({"output":[{"type":"message","content":[]},
-            {"type":"function_call","call_id":"fc_1","name":"clock","arguments":"{\"zone\":\"UTC\"}"}]}), None);
-        assert_eq!((responses.len(), responses[0].call_id.as_str(), responses[0].provider.as_str()), (1, "fc_1", "openai-responses"));
+        let responses = one(
+            json!({"output":[{"type":"message","content":[]},
+            {"type":"function_call","call_id":"fc_1","name":"clock","arguments":"{\"zone\":\"UTC\"}"}]}),
+            None,
+        );
+        assert_eq!(
+            (
+                responses.len(),
+                responses[0].call_id.as_str(),
+                responses[0].provider.as_str()
+            ),
+            (1, "fc_1", "openai-responses")
+        );
 
-        let anthropic = one(json!({"content":[{"type":"text","text":"Let me check."},
-            {"type":"tool_use","id":"toolu_1","name":"clock","input":{"zone":"UTC"}}]}), None);
-        assert_eq!((anthropic[0].call_id.as_str(), anthropic[0].arguments.as_str()), ("toolu_1", r#"{"zone":"UTC"}"#));
+        let anthropic = one(
+            json!({"content":[{"type":"text","text":"Let me check."},
+            {"type":"tool_use","id":"toolu_1","name":"clock","input":{"zone":"UTC"}}]}),
+            None,
+        );
+        assert_eq!(
+            (
+                anthropic[0].call_id.as_str(),
+                anthropic[0].arguments.as_str()
+            ),
+            ("toolu_1", r#"{"zone":"UTC"}"#)
+        );
 
-        let gemini = one(json!({"candidates":[{"content":{"role":"model","parts":[
-            {"functionCall":{"name":"clock","args":{"zone":"UTC"}}}]}}]}), None);
+        let gemini = one(
+            json!({"candidates":[{"content":{"role":"model","parts":[
+            {"functionCall":{"name":"clock","args":{"zone":"UTC"}}}]}}]}),
+            None,
+        );
         assert!(gemini[0].call_id.starts_with("call_"), "an id is minted");
         assert_eq!(gemini[0].provider, "gemini");
 
-        let mcp = one(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"clock","arguments":{"zone":"UTC"}}}), None);
-        assert_eq!((mcp[0].tool.as_str(), mcp[0].provider.as_str()), ("clock", "mcp"));
+        let mcp = one(
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"clock","arguments":{"zone":"UTC"}}}),
+            None,
+        );
+        assert_eq!(
+            (mcp[0].tool.as_str(), mcp[0].provider.as_str()),
+            ("clock", "mcp")
+        );
     }
 
     #[test]
     fn defects_stay_with_their_call() {
-        let calls = one(json!({"tool_calls":[
+        let calls = one(
+            json!({"tool_calls":[
             {"id":"ok","type":"function","function":{"name":"clock","arguments":"{}"}},
             {"id":"obj","type":"function","function":{"name":"clock","arguments":{"zone":"UTC"}}},
-            {"id":"noname","type":"function","function":{"arguments":"{}"}}]}), Some(Provider::OpenAiChat));
+            {"id":"noname","type":"function","function":{"arguments":"{}"}}]}),
+            Some(Provider::OpenAiChat),
+        );
         assert_eq!(calls[0].defect, None);
-        assert_eq!(calls[1].defect, Some(ProposalError::ArgumentsNotJsonText { found: "an object" }));
+        assert_eq!(
+            calls[1].defect,
+            Some(ProposalError::ArgumentsNotJsonText { found: "an object" })
+        );
         assert_eq!(calls[2].defect, Some(ProposalError::MissingToolName));
         let anthropic = one(json!({"type":"tool_use","id":"t","name":"clock"}), None);
         assert_eq!(anthropic[0].defect, Some(ProposalError::MissingArguments));
@@ -451,10 +553,19 @@ mod tests {
 
     #[test]
     fn documents_that_are_not_proposals_are_errors() {
-        assert!(matches!(parse_document("{", None), Err(DocumentError::NotJson(_))));
-        assert!(matches!(parse_document(r#"{"hello":1}"#, None), Err(DocumentError::UnknownShape(_))));
+        assert!(matches!(
+            parse_document("{", None),
+            Err(DocumentError::NotJson(_))
+        ));
+        assert!(matches!(
+            parse_document(r#"{"hello":1}"#, None),
+            Err(DocumentError::UnknownShape(_))
+        ));
         let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
-        assert!(matches!(parse_document(&deep, None), Err(DocumentError::TooDeep { .. })));
+        assert!(matches!(
+            parse_document(&deep, None),
+            Err(DocumentError::TooDeep { .. })
+        ));
     }
 
     #[test]
@@ -468,12 +579,18 @@ mod tests {
         assert_eq!(p["additionalProperties"], false);
         assert_eq!(p["properties"]["n"]["type"], json!(["integer", "null"]));
         assert!(p.get("$schema").is_none());
-        assert!(notes.iter().any(|n| n.contains("/properties/n")), "{notes:?}");
+        assert!(
+            notes.iter().any(|n| n.contains("/properties/n")),
+            "{notes:?}"
+        );
         assert!(notes.iter().any(|n| n.contains("format")), "{notes:?}");
 
         let (g, notes) = declaration(Provider::Gemini, "stats", "d", &schema);
         assert_eq!(g["parameters"]["type"], "OBJECT");
-        assert_eq!(g["parameters"]["properties"]["unit"], json!({"nullable": true, "type": "STRING"}));
+        assert_eq!(
+            g["parameters"]["properties"]["unit"],
+            json!({"nullable": true, "type": "STRING"})
+        );
         assert!(notes.iter().any(|n| n.contains("format")), "{notes:?}");
     }
 }

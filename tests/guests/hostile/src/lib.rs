@@ -74,6 +74,23 @@ impl Tool for Hostile {
                 Ok(_) => Ok(Output::markdown("read a zone outside the grant")),
                 Err(e) => Err(ToolError::new("refused", e.to_string())),
             },
+            "poll-clock" => {
+                // Read the clock until the host refuses; report how many readings came first.
+                let mut readings = 0u64;
+                loop {
+                    match clock::now("UTC") {
+                        Ok(_) => readings += 1,
+                        Err(CapabilityError::Revoked(m)) => {
+                            return Err(ToolError::new(
+                                "revoked",
+                                format!("after {readings} readings: {m}"),
+                            ));
+                        }
+                        Err(other) => return Err(ToolError::new("refused", other.to_string())),
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+            }
             "panic" => panic!("boom"),
             "ok" => Ok(Output::markdown("fine")),
             other => Err(ToolError::new("unknown-mode", format!("no mode {other:?}"))),
