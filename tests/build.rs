@@ -8,6 +8,7 @@ fn main() {
     let packages = [
         ("hostile", "vak-guest-hostile"),
         ("undeclared", "vak-guest-undeclared"),
+        ("remote_ref", "vak-guest-remote-ref"),
     ];
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let dir = out.join("guests");

@@ -205,3 +205,21 @@ async fn schema_violations_name_both_pointers_and_never_reach_the_tool() {
         stats.schema.not_enforced
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_schema_with_a_remote_ref_is_refused_at_admission() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host_with(
+        &[("remote-ref", guest(guests::REMOTE_REF))],
+        "[tools.remote-ref]\n",
+        cache.path(),
+    )
+    .await;
+    let (kind, reason) = refusal(&host.examinations()[0]);
+    assert_eq!(kind, "schema_refused");
+    assert!(
+        reason.contains("https://schemas.example.com/x.json") && reason.contains("never resolved"),
+        "{reason}"
+    );
+    assert!(host.tool("remote-ref").is_none());
+}
