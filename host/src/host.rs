@@ -322,7 +322,6 @@ impl Host {
         let t = Instant::now();
         let admitted = match self.proposal_stage(proposal) {
             Ok((admitted, arguments)) => {
-                record.arguments = Some(serde_json::Value::Object(arguments.clone()));
                 record.component_digest = Some(admitted.examination.digest.clone());
                 record.passed(Stage::Proposal, t.elapsed(), String::new());
                 (admitted, arguments)
@@ -330,10 +329,13 @@ impl Host {
             Err(e) => return record.stop(CallError::from(&e), t.elapsed()),
         };
         let (admitted, arguments) = admitted;
+        let arguments = serde_json::Value::Object(arguments);
 
         // schema contract
         let t = Instant::now();
-        if let Err(e) = admitted.schema.validate(&arguments) {
+        let checked = admitted.schema.validate_value(&arguments);
+        record.arguments = Some(arguments);
+        if let Err(e) = checked {
             return record.stop(CallError::from(&e), t.elapsed());
         }
         record.passed(Stage::Schema, t.elapsed(), String::new());

@@ -445,12 +445,7 @@ impl CompiledSchema {
         v.violations.is_empty()
     }
 
-    /// Validate `arguments`, reporting every violation (the first [`MAX_VIOLATIONS`] listed).
-    pub fn validate(&self, arguments: &Map<String, Value>) -> Result<(), SchemaError> {
-        self.validate_value(&Value::Object(arguments.clone()))
-    }
-
-    /// Validate any JSON value, reporting every violation.
+    /// Validate any JSON value, reporting every violation (the first [`MAX_VIOLATIONS`] listed).
     pub fn validate_value(&self, instance: &Value) -> Result<(), SchemaError> {
         let mut v = Validation {
             schema: self,

@@ -224,3 +224,18 @@ fn policy_check_and_revoke() {
     let list: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(list[0]["scope"], "tool");
 }
+
+/// A smoke run of the benchmark: it measures and reports, it never judges the figures.
+#[test]
+fn bench_reports_the_lifecycle_against_raw_wasmtime() {
+    let cache = tempfile::tempdir().unwrap();
+    let o = vak(
+        cache.path(),
+        &["bench", "--rounds", "1", "--calls", "5", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["rows"].as_array().unwrap().len(), 3);
+    assert!(report["rows"][0]["median_ns"].as_u64().unwrap() > 0);
+    assert!(report["lifecycle_ratio"].as_f64().unwrap() > 0.0);
+}

@@ -112,6 +112,25 @@ enum Command {
     },
     /// Show the host at work on the bundled tools: a completed call, a tool error, a limit hit.
     Demo,
+    /// Measure the whole lifecycle against a raw wasmtime fresh-instance call of the same
+    /// component, side by side in this process, and print the ratio.
+    Bench {
+        /// The tool to call.
+        #[arg(default_value = "stats")]
+        tool: String,
+        /// Its arguments.
+        #[arg(default_value = r#"{"values":[3,1,2]}"#)]
+        arguments: String,
+        /// Rounds (the median round is reported).
+        #[arg(long, default_value_t = 15)]
+        rounds: usize,
+        /// Calls per round.
+        #[arg(long, default_value_t = 200)]
+        calls: usize,
+        /// Print JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -409,6 +428,30 @@ async fn run(cli: Cli) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        Command::Bench {
+            tool,
+            arguments,
+            rounds,
+            calls,
+            json,
+        } => match vak_host::bench::lifecycle_vs_raw(&host, &tool, &arguments, rounds, calls).await
+        {
+            Ok(report) => {
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&report).unwrap_or_default()
+                    );
+                } else {
+                    print!("{}", render::bench(&report));
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("vak bench: {e}");
+                ExitCode::from(1)
+            }
+        },
         Command::Demo
         | Command::Policy { .. }
         | Command::Revoke { .. }

@@ -232,6 +232,38 @@ pub fn tools(host: &Host) -> String {
     out
 }
 
+/// The bench table.
+pub fn bench(r: &vak_host::bench::Report) -> String {
+    let mut out = String::new();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let _ = writeln!(
+        out,
+        "vak bench: tool `{}`, {} rounds of {} calls, {cores} cores; medians of the rounds",
+        neutralise(&r.tool),
+        r.rounds,
+        r.per_round
+    );
+    let base = r.rows.first().map_or(1, |x| x.median_ns.max(1));
+    let _ = writeln!(
+        out,
+        "{:<48} {:>10} {:>10} {:>10} {:>7}",
+        "", "median µs", "min µs", "max µs", "ratio"
+    );
+    for row in &r.rows {
+        let _ = writeln!(
+            out,
+            "{:<48} {:>10.2} {:>10.2} {:>10.2} {:>7.2}",
+            row.name,
+            row.median_ns as f64 / 1e3,
+            row.min_ns as f64 / 1e3,
+            row.max_ns as f64 / 1e3,
+            row.median_ns as f64 / base as f64
+        );
+    }
+    let _ = writeln!(out, "lifecycle / raw: {:.2}×", r.lifecycle_ratio);
+    out
+}
+
 /// What a policy grants, tool by tool.
 pub fn policy(p: &Policy) -> String {
     let mut out = String::new();
