@@ -194,6 +194,24 @@ struct Inner {
 
 /// A session: the embedder's unit of budget (a conversation, a turn), on behalf of one principal.
 /// Its ledger is charged with what each call really used; its calls may run concurrently.
+///
+/// ```no_run
+/// # async fn demo(host: vak_host::Host) {
+/// use vak_host::Proposal;
+/// use vak_host::proposal::providers::parse_document;
+///
+/// let session = host.session(Some("alice"));
+/// // An Anthropic response with two tool_use blocks: one record per call.
+/// let doc = r#"{"content":[
+///     {"type":"tool_use","id":"toolu_1","name":"clock","input":{"zone":"Asia/Tokyo"}},
+///     {"type":"tool_use","id":"toolu_2","name":"stats","input":{"values":[1,2,3]}}]}"#;
+/// for proposal in parse_document(doc, None).expect("a proposal document") {
+///     let record = session.call(proposal).await;
+///     println!("{} {}", record.call_id, record.status.as_str());
+/// }
+/// println!("used so far: {:?}", session.used());
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Session {
     host: Host,
