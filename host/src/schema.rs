@@ -479,13 +479,17 @@ impl Validation<'_> {
     }
 
     fn fail(&mut self, path: &str, node: &Node, keyword: &str, message: String) {
+        self.record(path, format!("{}/{keyword}", node.location), message);
+    }
+
+    fn record(&mut self, path: &str, keyword: String, message: String) {
         if self.violations.len() >= MAX_VIOLATIONS {
             self.more += 1;
             return;
         }
         self.violations.push(Violation {
             instance: path.to_string(),
-            keyword: format!("{}/{keyword}", node.location),
+            keyword,
             message,
         });
     }
@@ -494,16 +498,11 @@ impl Validation<'_> {
         let schema = self.schema;
         let node = &schema.nodes[id];
         if node.reject_all {
-            let message = "no value is allowed here".to_string();
-            if self.violations.len() >= MAX_VIOLATIONS {
-                self.more += 1;
-            } else {
-                self.violations.push(Violation {
-                    instance: path.clone(),
-                    keyword: node.location.clone(),
-                    message,
-                });
-            }
+            self.record(
+                path,
+                node.location.clone(),
+                "no value is allowed here".into(),
+            );
             return;
         }
         if let Some(target) = node.reference {

@@ -3,15 +3,7 @@
 use vak_host::admission::ImportClass;
 use vak_host::capabilities::Capability;
 use vak_host::{HostBuilder, Policy, Proposal, Stage, Status, Verdict};
-use vak_tests::{guest, guests, host_with};
-
-fn bundled(name: &str) -> Vec<u8> {
-    vak_host::bundled::TOOLS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, b)| b.to_vec())
-        .unwrap()
-}
+use vak_tests::{bundled, guest, guests, host_with};
 
 fn refusal(exam: &vak_host::Examination) -> (String, String) {
     match &exam.verdict {

@@ -4,15 +4,7 @@
 use vak_host::capabilities::Capability;
 use vak_host::proposal::providers::parse_document;
 use vak_host::{Host, Proposal, Revocation, Stage, Status};
-use vak_tests::{guest, guests, host_with};
-
-fn bundled(name: &str) -> Vec<u8> {
-    vak_host::bundled::TOOLS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, b)| b.to_vec())
-        .unwrap()
-}
+use vak_tests::{bundled, guest, guests, host_with};
 
 async fn host(policy: &str, cache: &tempfile::TempDir) -> Host {
     host_with(

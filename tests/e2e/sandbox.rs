@@ -4,7 +4,7 @@
 use serde_json::Value;
 use vak_host::capabilities::{Capability, MAX_RECEIPTS_PER_CALL};
 use vak_host::{CallRecord, Host, Proposal, Stage, Status};
-use vak_tests::{guest, guests, host_with};
+use vak_tests::{bundled, guest, guests, host_with};
 
 const POLICY: &str = r#"
 [tools.clock]
@@ -27,18 +27,10 @@ capabilities.log = {}
 caps = { fuel = 1_000_000_000_000_000, wall_time_ms = 300 }
 "#;
 
-fn clock_bytes() -> Vec<u8> {
-    vak_host::bundled::TOOLS
-        .iter()
-        .find(|(n, _)| *n == "clock")
-        .map(|(_, b)| b.to_vec())
-        .expect("clock is bundled")
-}
-
 async fn host(policy: &str, cache: &tempfile::TempDir) -> Host {
     let host = host_with(
         &[
-            ("clock", clock_bytes()),
+            ("clock", bundled("clock")),
             ("hostile", guest(guests::HOSTILE)),
         ],
         policy,

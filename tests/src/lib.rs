@@ -13,6 +13,15 @@ pub fn guest(path: &str) -> Vec<u8> {
     std::fs::read(path).unwrap_or_else(|e| panic!("read guest {path}: {e}"))
 }
 
+/// The bytes of a tool bundled with vak.
+pub fn bundled(name: &str) -> Vec<u8> {
+    vak_host::bundled::TOOLS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, b)| b.to_vec())
+        .unwrap_or_else(|| panic!("no bundled tool `{name}`"))
+}
+
 /// A host with the given components under `policy` (TOML), caching in `cache`.
 pub async fn host_with(
     components: &[(&str, Vec<u8>)],
