@@ -437,7 +437,16 @@ impl Host {
         };
         match collected {
             Ok(r) => {
-                record.evidence = r.evidence.clone();
+                let payload = r
+                    .payload_json
+                    .as_deref()
+                    .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok());
+                record.evidence = crate::evidence::check(
+                    &r.evidence,
+                    &record.receipts,
+                    &record.call_id,
+                    payload.as_ref(),
+                );
                 record.result = Some(r);
                 record.passed(Stage::Result, t.elapsed(), String::new());
             }

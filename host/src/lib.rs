@@ -19,6 +19,7 @@ pub mod bundled;
 pub mod capabilities;
 pub mod digest;
 pub mod dispatch;
+pub mod evidence;
 mod host;
 pub mod policy;
 pub mod proposal;

@@ -166,7 +166,7 @@ pub struct CallRecord {
     pub tool_error: Option<ToolErrorRecord>,
     pub receipts: Vec<Receipt>,
     /// Evidence items with the host's verdict (filled by the result stage).
-    pub evidence: Vec<EvidenceRecord>,
+    pub evidence: Vec<crate::evidence::CheckedEvidence>,
     pub logs: Logs,
     /// Requirement outcomes (the outcome stage); null until it runs.
     pub outcome: serde_json::Value,

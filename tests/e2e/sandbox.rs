@@ -94,8 +94,15 @@ async fn clock_completes_with_a_receipt_its_evidence_cites() {
         payload["instant"], receipt.outcome["instant"],
         "the payload is the host's reading"
     );
-    assert_eq!(r.evidence[0].kind, "observed");
-    assert_eq!(r.evidence[0].receipt.as_deref(), Some(receipt.id.as_str()));
+    assert_eq!(r.evidence[0].item.kind, "observed");
+    assert_eq!(
+        r.evidence[0].support,
+        vak_host::evidence::Support::Supported
+    );
+    assert_eq!(
+        r.evidence[0].item.receipt.as_deref(),
+        Some(receipt.id.as_str())
+    );
 
     // The record's JSON contract.
     let json: Value = serde_json::from_str(&r.to_json_pretty()).unwrap();
@@ -285,7 +292,7 @@ async fn a_zone_outside_the_grant_is_refused_at_the_broker_with_a_receipt() {
     let r = hostile(&host, "receipts", 0).await;
     assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
     assert_eq!(
-        r.evidence[0].receipt.as_deref(),
+        r.evidence[0].item.receipt.as_deref(),
         Some(r.receipts[0].id.as_str())
     );
 }
@@ -309,4 +316,52 @@ async fn an_honest_call_completes_while_a_hostile_one_runs() {
     );
     let spun = spinning.await.unwrap();
     assert_eq!(error_kind(&spun), "deadline_exceeded");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fabricated_evidence_is_downgraded_and_honest_evidence_kept() {
+    use vak_host::evidence::Support;
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(POLICY, &cache).await;
+    // A receipt of an earlier call, replayed by the tool in a later one.
+    let earlier = hostile(&host, "receipts", 0).await;
+    let old_receipt = earlier.receipts[0].id.clone();
+    let args = format!(r#"{{"mode":"evidence","receipt":"{old_receipt}"}}"#);
+    let r = host.call(Proposal::new("hostile", args)).await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    let verdict = |id: &str| {
+        let e = r.evidence.iter().find(|e| e.item.id == id).unwrap();
+        (e.support, e.diagnostics.join("; "))
+    };
+    assert_eq!(verdict("honest").0, Support::Supported);
+    assert_eq!(verdict("derived").0, Support::Supported);
+    assert_eq!(verdict("summary").0, Support::Synthesized);
+    for (id, why) in [
+        ("invented", "belongs to another call"),
+        ("replayed", "belongs to another call"),
+        ("wrong-digest", "digest"),
+        ("clock-as-source", "citation"),
+        ("derived-from-invented", "unsupported"),
+    ] {
+        let (support, diagnostics) = verdict(id);
+        assert_eq!(support, Support::Unsupported, "{id}");
+        assert!(diagnostics.contains(why), "{id}: {diagnostics}");
+    }
+    // The tool's own result is kept byte for byte: its evidence list is the one it returned.
+    let result = r.result.as_ref().unwrap();
+    assert_eq!(result.evidence.len(), 8);
+    assert_eq!(
+        result.evidence.iter().map(|e| &e.id).collect::<Vec<_>>(),
+        r.evidence.iter().map(|e| &e.item.id).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn effects_done_before_a_trap_stay_in_the_record() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(POLICY, &cache).await;
+    let r = hostile(&host, "read-then-panic", 0).await;
+    assert_eq!(error_kind(&r), "guest_panicked", "{}", r.to_json_pretty());
+    assert_eq!(r.receipts.len(), 2, "both readings are on record");
+    assert!(r.receipts.iter().all(|x| x.ok && x.call_id == r.call_id));
 }
