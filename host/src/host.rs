@@ -11,6 +11,7 @@ use crate::proposal::{self, Proposal, ProposalError};
 use crate::record::{CallRecord, Status};
 use crate::result;
 use crate::revocation::Revocations;
+use crate::signing::HostKey;
 use crate::stage::{CallError, Stage};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,6 +51,8 @@ pub enum HostError {
     Runtime(#[from] crate::dispatch::engine::RuntimeError),
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    #[error(transparent)]
+    Key(#[from] crate::signing::KeyError),
     #[error("cannot read tools from {path}: {source}")]
     ReadTools {
         path: String,
@@ -64,6 +67,7 @@ pub struct HostBuilder {
     policy: Policy,
     sources: Vec<(String, Vec<u8>)>,
     revocations: Arc<Revocations>,
+    key: Option<HostKey>,
 }
 
 impl Default for HostBuilder {
@@ -81,7 +85,14 @@ impl HostBuilder {
             policy: Policy::deny_all(),
             sources: Vec::new(),
             revocations: Arc::new(Revocations::in_memory()),
+            key: None,
         }
+    }
+
+    /// The key that signs every record (default: a fresh key for this host).
+    pub fn signing_key(mut self, key: HostKey) -> Self {
+        self.key = Some(key);
+        self
     }
 
     /// Where revocations are kept (default: in memory only).
@@ -148,6 +159,10 @@ impl HostBuilder {
     /// Start the engine and admit every component. Refused components are kept as
     /// [`Examination`]s with their reasons; the host serves the admitted ones.
     pub async fn build(self) -> Result<Host, HostError> {
+        let key = match self.key {
+            Some(k) => k,
+            None => HostKey::generate()?,
+        };
         let runtime = Runtime::new(self.settings)?;
         let mut tools = BTreeMap::new();
         let mut examinations = Vec::new();
@@ -179,6 +194,7 @@ impl HostBuilder {
                 tools,
                 examinations,
                 revocations: self.revocations,
+                key,
             }),
         })
     }
@@ -190,6 +206,7 @@ struct Inner {
     tools: BTreeMap<String, Arc<AdmittedTool>>,
     examinations: Vec<Examination>,
     revocations: Arc<Revocations>,
+    key: HostKey,
 }
 
 /// A session: the embedder's unit of budget (a conversation, a turn), on behalf of one principal.
@@ -292,6 +309,11 @@ impl Host {
             .0
     }
 
+    /// The public half of the key that signs this host's records (hex).
+    pub fn public_key(&self) -> String {
+        self.inner.key.public_hex()
+    }
+
     /// The revocations in force; [`Revocations::revoke`] applies to new and running calls.
     pub fn revocations(&self) -> &Arc<Revocations> {
         &self.inner.revocations
@@ -323,6 +345,7 @@ impl Host {
         record.session_id = session.id.clone();
         record.principal = session.principal.clone();
         self.run(session, &proposal, &mut record).await;
+        self.inner.key.sign(&mut record);
         tracing::info!(
             call_id = %record.call_id,
             tool = %record.tool,

@@ -27,6 +27,7 @@ pub mod record;
 pub mod result;
 pub mod revocation;
 pub mod schema;
+pub mod signing;
 pub mod stage;
 
 pub use admission::{AdmissionError, AdmittedTool, Descriptor, Examination, Verdict};

@@ -172,6 +172,8 @@ pub struct CallRecord {
     pub outcome: serde_json::Value,
     /// The presentation projection; null until it runs.
     pub projection: serde_json::Value,
+    /// The host's signature over everything above (see `signing`).
+    pub signature: Option<crate::signing::RecordSignature>,
 }
 
 impl CallRecord {
@@ -207,6 +209,7 @@ impl CallRecord {
             logs: Logs::default(),
             outcome: serde_json::Value::Null,
             projection: serde_json::Value::Null,
+            signature: None,
         }
     }
 

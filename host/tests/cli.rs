@@ -239,3 +239,55 @@ fn bench_reports_the_lifecycle_against_raw_wasmtime() {
     assert!(report["rows"][0]["median_ns"].as_u64().unwrap() > 0);
     assert!(report["lifecycle_ratio"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn records_are_signed_and_verify_catches_tampering_and_foreign_keys() {
+    let cache = tempfile::tempdir().unwrap();
+    let key = cache.path().join("host.key");
+    let o = vak(cache.path(), &["keygen", key.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let public = stdout(&o).trim().to_string();
+    let o = vak(
+        cache.path(),
+        &[
+            "--signing-key",
+            key.to_str().unwrap(),
+            "call",
+            "clock",
+            r#"{"zone":"UTC"}"#,
+            "--json",
+        ],
+    );
+    let record = stdout(&o);
+    let saved = cache.path().join("record.json");
+    std::fs::write(&saved, &record).unwrap();
+    let saved = saved.to_str().unwrap();
+    let o = vak(cache.path(), &["verify", saved, "--key", &public]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+
+    let other = "11".repeat(32);
+    let o = vak(cache.path(), &["verify", saved, "--key", &other]);
+    assert_eq!(o.status.code(), Some(1), "a record from another host");
+
+    let tampered = record.replacen("\"completed\"", "\"failed\"", 1);
+    assert_ne!(tampered, record);
+    std::fs::write(cache.path().join("t.json"), tampered).unwrap();
+    let o = vak(
+        cache.path(),
+        &["verify", cache.path().join("t.json").to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("altered"), "{}", stdout(&o));
+
+    // A key file others can read is refused.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let o = vak(
+            cache.path(),
+            &["--signing-key", key.to_str().unwrap(), "tools"],
+        );
+        assert_eq!(o.status.code(), Some(3));
+    }
+}

@@ -22,6 +22,7 @@ pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
         cache_dir.clone(),
         no_cache,
         vak_host::Revocations::in_memory(),
+        None,
     )
     .await
     {
@@ -88,6 +89,7 @@ pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
         cache_dir,
         no_cache,
         vak_host::Revocations::in_memory(),
+        None,
     )
     .await
     {

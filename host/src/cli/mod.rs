@@ -40,6 +40,10 @@ struct Cli {
     /// Where vak keeps its state (revocations) [default: $VAK_STATE_DIR, else ~/.local/state/vak].
     #[arg(long, global = true, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// Sign records with the ed25519 key in FILE (64 hex characters, mode 0600)
+    /// [default: $VAK_SIGNING_KEY_FILE, else a fresh key per run].
+    #[arg(long, global = true, value_name = "FILE")]
+    signing_key: Option<PathBuf>,
     /// The principal on whose behalf calls are made (checked against the policy and revocations).
     #[arg(long, global = true, value_name = "NAME")]
     principal: Option<String>,
@@ -110,6 +114,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check the host signature of saved call records (`vak call … --json` output).
+    Verify {
+        /// A file with one record or an array of records, or `-` for stdin.
+        file: String,
+        /// Also require that this public key (hex) signed them.
+        #[arg(long, value_name = "HEX")]
+        key: Option<String>,
+    },
+    /// Make a new signing key: write its seed to FILE (mode 0600) and print its public key.
+    Keygen { file: PathBuf },
     /// Show the host at work on the bundled tools: a completed call, a tool error, a limit hit.
     Demo,
     /// Measure the whole lifecycle against a raw wasmtime fresh-instance call of the same
@@ -220,10 +234,14 @@ pub(crate) async fn build_host(
     cache_dir: Option<PathBuf>,
     no_cache: bool,
     revocations: Revocations,
+    key: Option<vak_host::signing::HostKey>,
 ) -> Result<Host, String> {
     let mut builder = HostBuilder::new()
         .policy(policy.unwrap_or_else(Policy::default_policy))
         .revocations(std::sync::Arc::new(revocations));
+    if let Some(key) = key {
+        builder = builder.signing_key(key);
+    }
     if no_cache {
         builder = builder.cache_dir(None);
     } else if let Some(dir) = cache_dir {
@@ -250,6 +268,8 @@ async fn run(cli: Cli) -> ExitCode {
     };
     match &cli.command {
         Command::Demo => return demo::run(cli.cache_dir, cli.no_cache).await,
+        Command::Verify { file, key } => return verify(file, key.as_deref()),
+        Command::Keygen { file } => return keygen(file),
         Command::Policy {
             command: PolicyCommand::Check { file },
         } => {
@@ -313,12 +333,24 @@ async fn run(cli: Cli) -> ExitCode {
         }
         _ => {}
     }
+    let key_file = cli
+        .signing_key
+        .clone()
+        .or_else(|| std::env::var_os("VAK_SIGNING_KEY_FILE").map(PathBuf::from));
+    let key = match key_file
+        .map(|f| vak_host::signing::HostKey::load(&f))
+        .transpose()
+    {
+        Ok(k) => k,
+        Err(e) => return usage_error(e),
+    };
     let host = match build_host(
         cli.tools.as_ref(),
         policy,
         cli.cache_dir,
         cli.no_cache,
         revocations,
+        key,
     )
     .await
     {
@@ -453,9 +485,88 @@ async fn run(cli: Cli) -> ExitCode {
             }
         },
         Command::Demo
+        | Command::Verify { .. }
+        | Command::Keygen { .. }
         | Command::Policy { .. }
         | Command::Revoke { .. }
         | Command::Revocations { .. } => ExitCode::SUCCESS,
+    }
+}
+
+fn verify(file: &str, trusted: Option<&str>) -> ExitCode {
+    let text = if file == "-" {
+        let mut s = String::new();
+        if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut s) {
+            return usage_error(format!("cannot read stdin: {e}"));
+        }
+        s
+    } else {
+        match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) => return usage_error(format!("cannot read {file}: {e}")),
+        }
+    };
+    let records: Vec<CallRecord> = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(serde_json::Value::Array(items)) => {
+            match items.into_iter().map(serde_json::from_value).collect() {
+                Ok(r) => r,
+                Err(e) => return usage_error(format!("not a list of call records: {e}")),
+            }
+        }
+        Ok(one) => match serde_json::from_value(one) {
+            Ok(r) => vec![r],
+            Err(e) => return usage_error(format!("not a call record: {e}")),
+        },
+        Err(e) => return usage_error(format!("not JSON: {e}")),
+    };
+    let mut bad = 0;
+    for r in &records {
+        match vak_host::signing::verify(r, trusted) {
+            Ok(key) => println!("ok   {} signed by {key}", r.call_id),
+            Err(e) => {
+                bad += 1;
+                println!("BAD  {}: {e}", render::neutralise(&r.call_id));
+            }
+        }
+    }
+    if trusted.is_none() && bad == 0 {
+        println!(
+            "(the signatures match their embedded keys; pass --key to require this host's key)"
+        );
+    }
+    if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn keygen(file: &std::path::Path) -> ExitCode {
+    let key = match vak_host::signing::HostKey::generate() {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("vak: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let written = {
+        use std::io::Write as _;
+        #[cfg(unix)]
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        options.mode(0o600);
+        options
+            .open(file)
+            .and_then(|mut f| writeln!(f, "{}", key.seed_hex()))
+    };
+    match written {
+        Ok(()) => {
+            println!("{}", key.public_hex());
+            ExitCode::SUCCESS
+        }
+        Err(e) => usage_error(format!("cannot create {}: {e}", file.display())),
     }
 }
 
