@@ -6,7 +6,11 @@
 mod guests;
 
 fn main() {
-    let tools = [("clock", "vak-tool-clock"), ("stats", "vak-tool-stats")];
+    let tools = [
+        ("clock", "vak-tool-clock"),
+        ("stats", "vak-tool-stats"),
+        ("replace", "vak-tool-replace"),
+    ];
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"))
         .join("tools");
     guests::build(&tools, &out);

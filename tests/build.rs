@@ -9,6 +9,7 @@ fn main() {
         ("hostile", "vak-guest-hostile"),
         ("undeclared", "vak-guest-undeclared"),
         ("remote_ref", "vak-guest-remote-ref"),
+        ("files", "vak-guest-files"),
     ];
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let dir = out.join("guests");

@@ -55,6 +55,30 @@ pub mod clock {
     }
 }
 
+/// Files inside the workspace roots the policy grants the tool (named roots, relative paths).
+pub mod workspace {
+    use super::CapabilityError;
+    use crate::bindings::vak::tool::workspace as wit;
+
+    pub use wit::{Entry, FileRead, FileWritten, Listing};
+
+    /// Read `path` under the root named `root`. The result carries the content's SHA-256 and the
+    /// receipt id; cite it as `observed` evidence with that digest.
+    pub fn read(root: &str, path: &str) -> Result<FileRead, CapabilityError> {
+        wit::read(root, path).map_err(CapabilityError::from)
+    }
+
+    /// Replace or create `path` under `root` (the root must be granted read-write).
+    pub fn write(root: &str, path: &str, content: &[u8]) -> Result<FileWritten, CapabilityError> {
+        wit::write(root, path, content).map_err(CapabilityError::from)
+    }
+
+    /// List the directory `path` under `root` (`""` for the root).
+    pub fn list(root: &str, path: &str) -> Result<Listing, CapabilityError> {
+        wit::list(root, path).map_err(CapabilityError::from)
+    }
+}
+
 /// Bounded log lines kept in the call record (not on any protocol stream).
 pub mod log {
     use crate::bindings::vak::tool::log as wit;

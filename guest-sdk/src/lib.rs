@@ -50,7 +50,7 @@
 mod capabilities;
 mod output;
 
-pub use capabilities::{CapabilityError, clock, log};
+pub use capabilities::{CapabilityError, clock, log, workspace};
 pub use output::{Evidence, EvidenceKind, Output, ToolError};
 
 use schemars::JsonSchema;
@@ -75,6 +75,7 @@ pub mod bindings {
 pub mod prelude {
     pub use crate::{
         CapabilityError, Claims, Evidence, EvidenceKind, Output, Tool, ToolError, clock, log,
+        workspace,
     };
     pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
@@ -148,6 +149,16 @@ impl Claims {
         S: Into<String>,
     {
         self.capability("clock", zones)
+    }
+
+    /// Claim the `workspace` capability for the named roots (the policy maps names to folders
+    /// and decides read-only or read-write).
+    pub fn workspace<I, S>(self, roots: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.capability("workspace", roots)
     }
 
     /// Claim the `log` capability.

@@ -266,7 +266,7 @@ impl Runtime {
                 (exam, Some(tool))
             }
             Err(e) => {
-                tracing::warn!(source, error = %e, "component refused at admission");
+                tracing::info!(source, error = %e, "component refused at admission");
                 exam.verdict = Verdict::Refused {
                     kind: e.kind().to_string(),
                     reason: e.to_string(),

@@ -10,4 +10,8 @@ pub const TOOLS: &[(&str, &[u8])] = &[
         "stats",
         include_bytes!(concat!(env!("OUT_DIR"), "/tools/stats.wasm")),
     ),
+    (
+        "replace",
+        include_bytes!(concat!(env!("OUT_DIR"), "/tools/replace.wasm")),
+    ),
 ];

@@ -39,8 +39,12 @@ pub struct CheckedEvidence {
 
 /// Capabilities whose receipts record the retrieval of a source, and so can back `cited`.
 fn retrieves_sources(c: Capability) -> bool {
-    // `clock` observes; it cites nothing. Fetching capabilities join this list as they land.
-    !matches!(c, Capability::Clock | Capability::Log)
+    // `clock` observes and `workspace` reads the tool's own files: neither retrieves a source.
+    // Fetching capabilities (http) join as they land.
+    !matches!(
+        c,
+        Capability::Clock | Capability::Workspace | Capability::Log
+    )
 }
 
 /// Check `items` against the receipts of call `call_id` (`receipts` also holds those of its child

@@ -119,7 +119,7 @@ impl HostBuilder {
         self
     }
 
-    /// Add the tools bundled with vak (`clock`, `stats`).
+    /// Add the tools bundled with vak (`clock`, `stats`, `replace`).
     pub fn bundled_tools(mut self) -> Self {
         for (name, bytes) in crate::bundled::TOOLS {
             self.sources

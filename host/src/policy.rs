@@ -93,7 +93,42 @@ struct ToolGrantFile {
 #[serde(deny_unknown_fields)]
 struct CapabilitiesFile {
     clock: Option<ClockGrantFile>,
+    workspace: Option<WorkspaceGrantFile>,
     log: Option<LogGrantFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkspaceGrantFile {
+    roots: Vec<RootFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RootFile {
+    name: String,
+    path: std::path::PathBuf,
+    #[serde(default)]
+    mode: RootMode,
+}
+
+/// What a tool may do in a workspace root.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RootMode {
+    #[default]
+    ReadOnly,
+    ReadWrite,
+}
+
+/// One granted workspace root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Root {
+    /// The name tools use for it.
+    pub name: String,
+    /// Where it is on the host (absolute, as the policy gave it).
+    pub path: std::path::PathBuf,
+    pub mode: RootMode,
 }
 
 #[derive(Debug, Deserialize)]
@@ -111,6 +146,8 @@ struct LogGrantFile {}
 pub enum Scope {
     /// `clock`: the zones the tool may read (`AnyZone` for `"*"`).
     Zones(ZoneScope),
+    /// `workspace`: the roots the tool may use.
+    Roots(Vec<Root>),
     /// A capability without scopes (`log`).
     Unscoped,
 }
@@ -147,6 +184,14 @@ impl ToolGrant {
         }
     }
 
+    /// The granted workspace root named `name`.
+    pub fn root(&self, name: &str) -> Option<&Root> {
+        match self.capabilities.get(&Capability::Workspace) {
+            Some(Scope::Roots(roots)) => roots.iter().find(|r| r.name == name),
+            _ => None,
+        }
+    }
+
     /// Whether the grant covers reading the clock in `zone`.
     pub fn clock_zone_allowed(&self, zone: &str) -> bool {
         match self.capabilities.get(&Capability::Clock) {
@@ -163,6 +208,20 @@ impl ToolGrant {
         };
         match scope {
             Scope::Unscoped => Ok(()),
+            Scope::Roots(roots) => {
+                let missing: Vec<&str> = scopes
+                    .iter()
+                    .filter(|s| !roots.iter().any(|r| &r.name == *s))
+                    .map(String::as_str)
+                    .collect();
+                if missing.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "`workspace` is claimed for roots {missing:?}, which the policy does not grant"
+                    ))
+                }
+            }
             Scope::Zones(ZoneScope::Any) => Ok(()),
             Scope::Zones(ZoneScope::Only(zones)) => {
                 let outside: Vec<&str> = scopes
@@ -237,6 +296,12 @@ impl Policy {
                     Scope::Zones(compile_zones(origin, &name, clock.zones)?),
                 );
             }
+            if let Some(ws) = grant.capabilities.workspace {
+                capabilities.insert(
+                    Capability::Workspace,
+                    Scope::Roots(compile_roots(origin, &name, ws.roots)?),
+                );
+            }
             if grant.capabilities.log.is_some() {
                 capabilities.insert(Capability::Log, Scope::Unscoped);
             }
@@ -262,6 +327,36 @@ impl Policy {
     pub fn grant(&self, tool: &str) -> Option<&Arc<ToolGrant>> {
         self.tools.get(tool)
     }
+}
+
+fn compile_roots(origin: &str, tool: &str, roots: Vec<RootFile>) -> Result<Vec<Root>, PolicyError> {
+    let fail = |message: String| PolicyError::Scope {
+        origin: origin.into(),
+        tool: tool.into(),
+        message,
+    };
+    let mut out: Vec<Root> = Vec::new();
+    for r in roots {
+        if r.name.is_empty() || out.iter().any(|o| o.name == r.name) {
+            return Err(fail(format!(
+                "workspace root name {:?} is empty or used twice",
+                r.name
+            )));
+        }
+        if !r.path.is_absolute() {
+            return Err(fail(format!(
+                "workspace root {:?} has a relative path {}; give an absolute one",
+                r.name,
+                r.path.display()
+            )));
+        }
+        out.push(Root {
+            name: r.name,
+            path: r.path,
+            mode: r.mode,
+        });
+    }
+    Ok(out)
 }
 
 fn compile_zones(origin: &str, tool: &str, zones: Vec<String>) -> Result<ZoneScope, PolicyError> {

@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod log;
+pub mod workspace;
 
 use crate::policy::ToolGrant;
 use crate::revocation::Revocations;
@@ -18,17 +19,19 @@ use std::sync::{Arc, Mutex};
 #[serde(rename_all = "snake_case")]
 pub enum Capability {
     Clock,
+    Workspace,
     Log,
 }
 
 impl Capability {
     /// Every capability, in a stable order.
-    pub const ALL: [Capability; 2] = [Capability::Clock, Capability::Log];
+    pub const ALL: [Capability; 3] = [Capability::Clock, Capability::Workspace, Capability::Log];
 
     /// The capability's name in claims and policies.
     pub fn name(self) -> &'static str {
         match self {
             Capability::Clock => "clock",
+            Capability::Workspace => "workspace",
             Capability::Log => "log",
         }
     }
@@ -43,6 +46,9 @@ impl Capability {
         match self {
             Capability::Clock => {
                 "read the host's current time in an explicit IANA zone (each reading leaves a receipt)"
+            }
+            Capability::Workspace => {
+                "read, list and (where granted read-write) write files inside the granted roots (each read and write leaves a receipt with the content digest)"
             }
             Capability::Log => "write bounded log lines into the call record",
         }
@@ -66,7 +72,7 @@ pub struct Receipt {
     pub outcome: serde_json::Value,
     /// Whether the effect was carried out (`false`: refused or failed, with the reason in `outcome`).
     pub ok: bool,
-    /// SHA-256 of the canonical JSON of the observed content (`outcome`).
+    /// SHA-256 of the observed content: a file's or a body's bytes, else the JSON of `outcome`.
     pub digest: String,
     /// When the host carried it out (RFC 3339, UTC).
     pub at: String,
@@ -96,6 +102,23 @@ impl ReceiptSink {
         outcome: serde_json::Value,
         ok: bool,
     ) -> Option<String> {
+        let digest = crate::digest::sha256_hex(outcome.to_string().as_bytes());
+        self.issue_with_digest(call_id, capability, operation, request, outcome, ok, digest)
+    }
+
+    /// Like [`ReceiptSink::issue`], with the digest of the observed content given (a file's or a
+    /// body's SHA-256) instead of the digest of `outcome`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn issue_with_digest(
+        &self,
+        call_id: &str,
+        capability: Capability,
+        operation: &str,
+        request: serde_json::Value,
+        outcome: serde_json::Value,
+        ok: bool,
+        digest: String,
+    ) -> Option<String> {
         let mut receipts = self.lock();
         if receipts.len() >= MAX_RECEIPTS_PER_CALL {
             self.refused
@@ -103,7 +126,6 @@ impl ReceiptSink {
             return None;
         }
         let id = format!("{call_id}/{}", receipts.len() + 1);
-        let digest = crate::digest::sha256_hex(outcome.to_string().as_bytes());
         receipts.push(Receipt {
             id: id.clone(),
             call_id: call_id.to_string(),

@@ -302,6 +302,11 @@ pub fn policy(p: &Policy) -> String {
         for (cap, scope) in &g.capabilities {
             let scope = match scope {
                 vak_host::policy::Scope::Unscoped => "no scopes".to_string(),
+                vak_host::policy::Scope::Roots(roots) => roots
+                    .iter()
+                    .map(|r| format!("{} = {} ({:?})", r.name, r.path.display(), r.mode))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 vak_host::policy::Scope::Zones(vak_host::policy::ZoneScope::Any) => {
                     "any IANA zone".to_string()
                 }
