@@ -10,6 +10,7 @@ fn main() {
         ("clock", "vak-tool-clock"),
         ("stats", "vak-tool-stats"),
         ("replace", "vak-tool-replace"),
+        ("research", "vak-tool-research"),
     ];
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"))
         .join("tools");

@@ -10,6 +10,7 @@ fn main() {
         ("undeclared", "vak-guest-undeclared"),
         ("remote_ref", "vak-guest-remote-ref"),
         ("files", "vak-guest-files"),
+        ("fetcher", "vak-guest-fetcher"),
     ];
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let dir = out.join("guests");

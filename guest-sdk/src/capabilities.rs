@@ -55,6 +55,30 @@ pub mod clock {
     }
 }
 
+/// Fetches from the origins the policy grants the tool; the host checks every address and hop.
+pub mod http {
+    use super::CapabilityError;
+    use crate::bindings::vak::tool::http as wit;
+
+    pub use wit::{Header, Request, Response};
+
+    /// GET `url`. The response carries the body's SHA-256 and the receipt id; cite it as `cited`
+    /// evidence with that digest.
+    pub fn get(url: &str) -> Result<Response, CapabilityError> {
+        fetch(&Request {
+            method: "GET".into(),
+            url: url.into(),
+            headers: Vec::new(),
+            body: None,
+        })
+    }
+
+    /// Any request (GET, HEAD, POST, PUT, PATCH, DELETE).
+    pub fn fetch(request: &Request) -> Result<Response, CapabilityError> {
+        wit::fetch(request).map_err(CapabilityError::from)
+    }
+}
+
 /// Files inside the workspace roots the policy grants the tool (named roots, relative paths).
 pub mod workspace {
     use super::CapabilityError;

@@ -50,7 +50,7 @@
 mod capabilities;
 mod output;
 
-pub use capabilities::{CapabilityError, clock, log, workspace};
+pub use capabilities::{CapabilityError, clock, http, log, workspace};
 pub use output::{Evidence, EvidenceKind, Output, ToolError};
 
 use schemars::JsonSchema;
@@ -74,7 +74,7 @@ pub mod bindings {
 /// Everything a tool author usually needs, in one import.
 pub mod prelude {
     pub use crate::{
-        CapabilityError, Claims, Evidence, EvidenceKind, Output, Tool, ToolError, clock, log,
+        CapabilityError, Claims, Evidence, EvidenceKind, Output, Tool, ToolError, clock, http, log,
         workspace,
     };
     pub use schemars::JsonSchema;
@@ -149,6 +149,15 @@ impl Claims {
         S: Into<String>,
     {
         self.capability("clock", zones)
+    }
+
+    /// Claim the `http` capability for these origins (none: whatever origins the policy grants).
+    pub fn http<I, S>(self, origins: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.capability("http", origins)
     }
 
     /// Claim the `workspace` capability for the named roots (the policy maps names to folders

@@ -14,4 +14,8 @@ pub const TOOLS: &[(&str, &[u8])] = &[
         "replace",
         include_bytes!(concat!(env!("OUT_DIR"), "/tools/replace.wasm")),
     ),
+    (
+        "research",
+        include_bytes!(concat!(env!("OUT_DIR"), "/tools/research.wasm")),
+    ),
 ];

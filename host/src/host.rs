@@ -119,7 +119,7 @@ impl HostBuilder {
         self
     }
 
-    /// Add the tools bundled with vak (`clock`, `stats`, `replace`).
+    /// Add the tools bundled with vak (`clock`, `stats`, `replace`, `research`).
     pub fn bundled_tools(mut self) -> Self {
         for (name, bytes) in crate::bundled::TOOLS {
             self.sources

@@ -93,8 +93,51 @@ struct ToolGrantFile {
 #[serde(deny_unknown_fields)]
 struct CapabilitiesFile {
     clock: Option<ClockGrantFile>,
+    http: Option<HttpGrantFile>,
     workspace: Option<WorkspaceGrantFile>,
     log: Option<LogGrantFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpGrantFile {
+    origins: Vec<String>,
+    #[serde(default)]
+    allow_addresses: Vec<std::net::IpAddr>,
+    max_body_bytes: Option<u64>,
+    timeout_ms: Option<u64>,
+}
+
+/// One allowed origin (and optional path prefix) for `http`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// As the policy wrote it (what claims name).
+    pub text: String,
+    pub scheme: String,
+    pub host: String,
+    pub port: u16,
+    /// Requests must have a path starting with this (`/` for any).
+    pub path_prefix: String,
+}
+
+impl Origin {
+    /// Whether `url` is inside this origin (and path prefix).
+    pub fn allows(&self, url: &url::Url) -> bool {
+        url.scheme() == self.scheme
+            && url.host_str() == Some(self.host.as_str())
+            && url.port_or_known_default() == Some(self.port)
+            && url.path().starts_with(&self.path_prefix)
+    }
+}
+
+/// What an `http` grant allows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpScope {
+    pub origins: Vec<Origin>,
+    /// Internal addresses the policy names explicitly (e.g. a test server on 127.0.0.1).
+    pub allow_addresses: Vec<std::net::IpAddr>,
+    pub max_body_bytes: u64,
+    pub timeout_ms: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -146,6 +189,8 @@ struct LogGrantFile {}
 pub enum Scope {
     /// `clock`: the zones the tool may read (`AnyZone` for `"*"`).
     Zones(ZoneScope),
+    /// `http`: origins, address exceptions and caps.
+    Http(HttpScope),
     /// `workspace`: the roots the tool may use.
     Roots(Vec<Root>),
     /// A capability without scopes (`log`).
@@ -184,6 +229,14 @@ impl ToolGrant {
         }
     }
 
+    /// The `http` scope, if granted.
+    pub fn http(&self) -> Option<&HttpScope> {
+        match self.capabilities.get(&Capability::Http) {
+            Some(Scope::Http(h)) => Some(h),
+            _ => None,
+        }
+    }
+
     /// The granted workspace root named `name`.
     pub fn root(&self, name: &str) -> Option<&Root> {
         match self.capabilities.get(&Capability::Workspace) {
@@ -208,6 +261,20 @@ impl ToolGrant {
         };
         match scope {
             Scope::Unscoped => Ok(()),
+            Scope::Http(h) => {
+                let missing: Vec<&str> = scopes
+                    .iter()
+                    .filter(|s| !h.origins.iter().any(|o| &o.text == *s))
+                    .map(String::as_str)
+                    .collect();
+                if missing.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "`http` is claimed for origins {missing:?}, which the policy does not grant"
+                    ))
+                }
+            }
             Scope::Roots(roots) => {
                 let missing: Vec<&str> = scopes
                     .iter()
@@ -296,6 +363,12 @@ impl Policy {
                     Scope::Zones(compile_zones(origin, &name, clock.zones)?),
                 );
             }
+            if let Some(h) = grant.capabilities.http {
+                capabilities.insert(
+                    Capability::Http,
+                    Scope::Http(compile_http(origin, &name, h)?),
+                );
+            }
             if let Some(ws) = grant.capabilities.workspace {
                 capabilities.insert(
                     Capability::Workspace,
@@ -327,6 +400,50 @@ impl Policy {
     pub fn grant(&self, tool: &str) -> Option<&Arc<ToolGrant>> {
         self.tools.get(tool)
     }
+}
+
+fn compile_http(origin: &str, tool: &str, h: HttpGrantFile) -> Result<HttpScope, PolicyError> {
+    let fail = |message: String| PolicyError::Scope {
+        origin: origin.into(),
+        tool: tool.into(),
+        message,
+    };
+    if h.origins.is_empty() {
+        return Err(fail(
+            "`http.origins` is empty; list the origins the tool may fetch from".into(),
+        ));
+    }
+    let mut origins = Vec::new();
+    for text in h.origins {
+        let url = url::Url::parse(&text)
+            .map_err(|e| fail(format!("`http.origins` entry {text:?}: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(fail(format!(
+                "`http.origins` entry {text:?} is not http or https"
+            )));
+        }
+        let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+            return Err(fail(format!("`http.origins` entry {text:?} has no host")));
+        };
+        if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
+            return Err(fail(format!(
+                "`http.origins` entry {text:?} may not carry a query, fragment or user"
+            )));
+        }
+        origins.push(Origin {
+            scheme: url.scheme().to_string(),
+            host: host.to_string(),
+            port,
+            path_prefix: url.path().to_string(),
+            text,
+        });
+    }
+    Ok(HttpScope {
+        origins,
+        allow_addresses: h.allow_addresses,
+        max_body_bytes: h.max_body_bytes.unwrap_or(1 << 20),
+        timeout_ms: h.timeout_ms.unwrap_or(10_000),
+    })
 }
 
 fn compile_roots(origin: &str, tool: &str, roots: Vec<RootFile>) -> Result<Vec<Root>, PolicyError> {

@@ -6,6 +6,7 @@
 //! trap, a timeout or a tool error later in the same call.
 
 pub mod clock;
+pub mod http;
 pub mod log;
 pub mod workspace;
 
@@ -19,18 +20,25 @@ use std::sync::{Arc, Mutex};
 #[serde(rename_all = "snake_case")]
 pub enum Capability {
     Clock,
+    Http,
     Workspace,
     Log,
 }
 
 impl Capability {
     /// Every capability, in a stable order.
-    pub const ALL: [Capability; 3] = [Capability::Clock, Capability::Workspace, Capability::Log];
+    pub const ALL: [Capability; 4] = [
+        Capability::Clock,
+        Capability::Http,
+        Capability::Workspace,
+        Capability::Log,
+    ];
 
     /// The capability's name in claims and policies.
     pub fn name(self) -> &'static str {
         match self {
             Capability::Clock => "clock",
+            Capability::Http => "http",
             Capability::Workspace => "workspace",
             Capability::Log => "log",
         }
@@ -46,6 +54,9 @@ impl Capability {
         match self {
             Capability::Clock => {
                 "read the host's current time in an explicit IANA zone (each reading leaves a receipt)"
+            }
+            Capability::Http => {
+                "fetch from the origins the policy allows; the host resolves, checks every address and redirect, caps body and time (each fetch leaves a receipt with the body digest)"
             }
             Capability::Workspace => {
                 "read, list and (where granted read-write) write files inside the granted roots (each read and write leaves a receipt with the content digest)"

@@ -302,6 +302,25 @@ pub fn policy(p: &Policy) -> String {
         for (cap, scope) in &g.capabilities {
             let scope = match scope {
                 vak_host::policy::Scope::Unscoped => "no scopes".to_string(),
+                vak_host::policy::Scope::Http(h) => format!(
+                    "origins {}; internal addresses allowed: {}; body ≤ {} B, {} ms",
+                    h.origins
+                        .iter()
+                        .map(|o| o.text.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if h.allow_addresses.is_empty() {
+                        "none".to_string()
+                    } else {
+                        h.allow_addresses
+                            .iter()
+                            .map(|a| a.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    },
+                    h.max_body_bytes,
+                    h.timeout_ms
+                ),
                 vak_host::policy::Scope::Roots(roots) => roots
                     .iter()
                     .map(|r| format!("{} = {} ({:?})", r.name, r.path.display(), r.mode))

@@ -1,0 +1,491 @@
+//! `vak:tool/http`: fetch from the origins the policy allows, with the host as the only one who
+//! resolves names and opens connections.
+//!
+//! Egress rules, each hop of a redirect chain checked as a new request:
+//! - the URL's scheme, host, port and path prefix must match an origin of the grant;
+//! - the host resolves the name itself and refuses the request if any address is internal
+//!   (loopback, private, link-local, unique-local, CGNAT, unspecified, multicast, documentation,
+//!   IPv4-mapped or -embedded forms of those) unless the policy names that exact address; it then
+//!   connects to the address it checked, never resolving again;
+//! - the guest cannot set `Host` (or other framing headers); credentials-like headers are dropped
+//!   on a hop to another origin;
+//! - the body and the time are capped; the call's own deadline also applies.
+//!
+//! Every hop leaves a receipt (refusals too); the final one's digest is the SHA-256 of the body.
+
+use super::{Broker, Capability, Refusal};
+use crate::dispatch::bindings::vak::tool::http::{Header, Host, Request, Response};
+use crate::dispatch::bindings::vak::tool::types::CapabilityError;
+use crate::policy::HttpScope;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use serde_json::json;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// Redirect hops followed (each checked as a new request).
+pub const MAX_REDIRECTS: usize = 5;
+const METHODS: [&str; 6] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"];
+/// Headers the host owns; a guest setting one is refused.
+const HOST_HEADERS: [&str; 6] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "te",
+];
+/// Headers dropped on a redirect to another origin.
+const CREDENTIAL_HEADERS: [&str; 4] = [
+    "authorization",
+    "cookie",
+    "proxy-authorization",
+    "x-api-key",
+];
+
+/// Why `ip` is internal, if it is.
+pub fn internal(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(v4) => internal_v4(v4),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return internal_v4(v4).map(|_| "an IPv4-mapped internal address");
+            }
+            let s = v6.segments();
+            if v6.is_loopback() {
+                Some("loopback")
+            } else if v6.is_unspecified() {
+                Some("unspecified")
+            } else if s[0] & 0xfe00 == 0xfc00 {
+                Some("unique-local")
+            } else if s[0] & 0xffc0 == 0xfe80 {
+                Some("link-local")
+            } else if s[0] & 0xff00 == 0xff00 {
+                Some("multicast")
+            } else if s[0] == 0x2001 && s[1] == 0x0db8 {
+                Some("documentation")
+            } else if s[..6] == [0, 0, 0, 0, 0, 0] || (s[0] == 0x64 && s[1] == 0xff9b) {
+                // IPv4-compatible (deprecated) and NAT64 forms carry an IPv4 address inside.
+                let v4 =
+                    Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+                internal_v4(v4).map(|_| "an IPv4-embedding internal address")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+fn internal_v4(v4: Ipv4Addr) -> Option<&'static str> {
+    let o = v4.octets();
+    if v4.is_loopback() {
+        Some("loopback")
+    } else if v4.is_private() {
+        Some("private")
+    } else if v4.is_link_local() {
+        Some("link-local")
+    } else if v4.is_unspecified() || o[0] == 0 {
+        Some("this-network")
+    } else if v4.is_broadcast() || v4.is_multicast() || o[0] >= 240 {
+        Some("broadcast, multicast or reserved")
+    } else if o[0] == 100 && (o[1] & 0xc0) == 64 {
+        Some("shared (CGNAT)")
+    } else if o[0] == 198 && (o[1] & 0xfe) == 18 {
+        Some("benchmarking")
+    } else if v4.is_documentation() || (o[0] == 192 && o[1] == 0 && o[2] == 0) {
+        Some("documentation or protocol-assignment")
+    } else {
+        None
+    }
+}
+
+fn tls() -> tokio_rustls::TlsConnector {
+    static CONFIG: OnceLock<Arc<tokio_rustls::rustls::ClientConfig>> = OnceLock::new();
+    let config = CONFIG.get_or_init(|| {
+        let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let config = tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map(|b| b.with_root_certificates(roots).with_no_client_auth());
+        Arc::new(config.unwrap_or_else(|_| {
+            // The ring provider supports the default protocol versions; this branch is unreachable
+            // in practice, and an empty config would only make every TLS handshake fail.
+            tokio_rustls::rustls::ClientConfig::builder()
+                .with_root_certificates(tokio_rustls::rustls::RootCertStore::empty())
+                .with_no_client_auth()
+        }))
+    });
+    tokio_rustls::TlsConnector::from(config.clone())
+}
+
+/// What one hop produced.
+enum Hop {
+    Redirect { status: u16, location: url::Url },
+    Done(Response),
+}
+
+struct Refused {
+    error: CapabilityError,
+    outcome: serde_json::Value,
+}
+
+fn refused(error: CapabilityError) -> Refused {
+    let (key, m) = match &error {
+        CapabilityError::Denied(m) => ("refused", m),
+        CapabilityError::Revoked(m) => ("revoked", m),
+        CapabilityError::Invalid(m) => ("invalid", m),
+        CapabilityError::Failed(m) => ("failed", m),
+    };
+    Refused {
+        outcome: json!({ key: m }),
+        error,
+    }
+}
+
+impl Broker {
+    fn http_scope(&self) -> Result<HttpScope, CapabilityError> {
+        let grant = self.authorize(Capability::Http).map_err(|r| match r {
+            Refusal::Denied(m) => CapabilityError::Denied(m),
+            Refusal::Revoked(m) => CapabilityError::Revoked(m),
+        })?;
+        grant
+            .http()
+            .cloned()
+            .ok_or_else(|| CapabilityError::Denied("no http scope is granted".into()))
+    }
+
+    /// Resolve `url`'s host and return one address to connect to, all addresses checked.
+    async fn checked_address(
+        scope: &HttpScope,
+        url: &url::Url,
+    ) -> Result<SocketAddr, CapabilityError> {
+        let port = url.port_or_known_default().unwrap_or(80);
+        let addresses: Vec<SocketAddr> = match url.host() {
+            Some(url::Host::Ipv4(ip)) => vec![SocketAddr::new(IpAddr::V4(ip), port)],
+            Some(url::Host::Ipv6(ip)) => vec![SocketAddr::new(IpAddr::V6(ip), port)],
+            Some(url::Host::Domain(name)) => tokio::net::lookup_host((name, port))
+                .await
+                .map_err(|e| CapabilityError::Failed(format!("cannot resolve {name:?}: {e}")))?
+                .collect(),
+            None => return Err(CapabilityError::Invalid("the URL has no host".into())),
+        };
+        if addresses.is_empty() {
+            return Err(CapabilityError::Failed(
+                "the name resolved to no address".into(),
+            ));
+        }
+        for a in &addresses {
+            if let Some(why) = internal(a.ip())
+                && !scope.allow_addresses.contains(&a.ip())
+            {
+                return Err(CapabilityError::Denied(format!(
+                    "{} resolves to {}, a {why} address the policy does not name",
+                    url.host_str().unwrap_or(""),
+                    a.ip()
+                )));
+            }
+        }
+        Ok(addresses[0])
+    }
+
+    async fn hop(
+        scope: &HttpScope,
+        method: &str,
+        url: &url::Url,
+        headers: &[Header],
+        body: Option<&[u8]>,
+    ) -> Result<Hop, CapabilityError> {
+        let address = Self::checked_address(scope, url).await?;
+        let failed = |e: &dyn std::fmt::Display| CapabilityError::Failed(format!("{url}: {e}"));
+        let stream = tokio::net::TcpStream::connect(address)
+            .await
+            .map_err(|e| failed(&e))?;
+        let mut builder = hyper::Request::builder()
+            .method(method)
+            .uri(&url[url::Position::BeforePath..url::Position::AfterQuery]);
+        let host_header = match url.port() {
+            Some(p) => format!("{}:{p}", url.host_str().unwrap_or("")),
+            None => url.host_str().unwrap_or("").to_string(),
+        };
+        builder = builder.header(hyper::header::HOST, host_header);
+        for h in headers {
+            builder = builder.header(h.name.as_str(), h.value.as_str());
+        }
+        let request = builder
+            .body(Full::new(Bytes::copy_from_slice(body.unwrap_or(&[]))))
+            .map_err(|e| CapabilityError::Invalid(format!("the request is malformed: {e}")))?;
+        let response = if url.scheme() == "https" {
+            let name = tokio_rustls::rustls::pki_types::ServerName::try_from(
+                url.host_str().unwrap_or("").to_string(),
+            )
+            .map_err(|e| failed(&e))?;
+            let tls = tls().connect(name, stream).await.map_err(|e| failed(&e))?;
+            send(hyper_util::rt::TokioIo::new(tls), request).await
+        } else {
+            send(hyper_util::rt::TokioIo::new(stream), request).await
+        }
+        .map_err(|e| failed(&e))?;
+
+        let status = response.status().as_u16();
+        if (300..400).contains(&status)
+            && let Some(location) = response.headers().get(hyper::header::LOCATION)
+        {
+            let location = location
+                .to_str()
+                .ok()
+                .and_then(|l| url.join(l).ok())
+                .ok_or_else(|| {
+                    CapabilityError::Failed(format!("{url}: redirect to an unreadable location"))
+                })?;
+            return Ok(Hop::Redirect { status, location });
+        }
+        let response_headers: Vec<Header> = response
+            .headers()
+            .iter()
+            .map(|(n, v)| Header {
+                name: n.as_str().to_string(),
+                value: String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            })
+            .collect();
+        let limit = usize::try_from(scope.max_body_bytes).unwrap_or(usize::MAX);
+        let body = Limited::new(response.into_body(), limit)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some()
+                {
+                    CapabilityError::Denied(format!("{url}: the body is larger than {limit} bytes"))
+                } else {
+                    failed(&e)
+                }
+            })?
+            .to_bytes();
+        let sha256 = crate::digest::sha256_hex(&body);
+        Ok(Hop::Done(Response {
+            status,
+            headers: response_headers,
+            body: body.to_vec(),
+            sha256,
+            final_url: url.to_string(),
+            receipt: String::new(),
+        }))
+    }
+}
+
+async fn send<T>(
+    io: T,
+    request: hyper::Request<Full<Bytes>>,
+) -> Result<hyper::Response<hyper::body::Incoming>, hyper::Error>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    sender.send_request(request).await
+}
+
+fn validate(request: &Request) -> Result<url::Url, CapabilityError> {
+    if !METHODS.contains(&request.method.as_str()) {
+        return Err(CapabilityError::Invalid(format!(
+            "method {:?} is not one of {METHODS:?}",
+            request.method
+        )));
+    }
+    for h in &request.headers {
+        let name = h.name.to_ascii_lowercase();
+        if HOST_HEADERS.contains(&name.as_str()) {
+            return Err(CapabilityError::Invalid(format!(
+                "the `{}` header is set by the host, not the tool",
+                h.name
+            )));
+        }
+        if hyper::header::HeaderName::from_bytes(h.name.as_bytes()).is_err()
+            || hyper::header::HeaderValue::from_str(&h.value).is_err()
+        {
+            return Err(CapabilityError::Invalid(format!(
+                "the header {:?} is malformed",
+                h.name
+            )));
+        }
+    }
+    let url = url::Url::parse(&request.url)
+        .map_err(|e| CapabilityError::Invalid(format!("{:?} is not a URL: {e}", request.url)))?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(CapabilityError::Invalid(
+            "credentials in the URL are not accepted".into(),
+        ));
+    }
+    Ok(url)
+}
+
+impl Host for Broker {
+    async fn fetch(&mut self, request: Request) -> Result<Response, CapabilityError> {
+        let mut url_text = request.url.clone();
+        let mut method = request.method.clone();
+        let mut headers = request.headers.clone();
+        let mut body = request.body.clone();
+        let mut origin_of_first: Option<url::Origin> = None;
+        for hop in 0..=MAX_REDIRECTS {
+            let receipt_request = json!({ "method": method, "url": url_text, "hop": hop });
+            if self.receipts.full() {
+                return Err(CapabilityError::Failed(format!(
+                    "this call reached its limit of {} brokered effects",
+                    super::MAX_RECEIPTS_PER_CALL
+                )));
+            }
+            // Authorization and revocation are checked again at every hop.
+            let attempt = async {
+                let scope = self.http_scope().map_err(refused)?;
+                let url = validate(&Request {
+                    method: method.clone(),
+                    url: url_text.clone(),
+                    headers: headers.clone(),
+                    body: None,
+                })
+                .map_err(refused)?;
+                if !matches!(url.scheme(), "http" | "https") {
+                    return Err(refused(CapabilityError::Denied(format!(
+                        "scheme {:?} is not fetched",
+                        url.scheme()
+                    ))));
+                }
+                if !scope.origins.iter().any(|o| o.allows(&url)) {
+                    return Err(refused(CapabilityError::Denied(format!(
+                        "{url} is outside the origins granted to this tool"
+                    ))));
+                }
+                let timeout = Duration::from_millis(scope.timeout_ms);
+                match tokio::time::timeout(
+                    timeout,
+                    Self::hop(&scope, &method, &url, &headers, body.as_deref()),
+                )
+                .await
+                {
+                    Ok(r) => r.map(|h| (url, h)).map_err(refused),
+                    Err(_) => Err(refused(CapabilityError::Failed(format!(
+                        "{url}: no answer within {} ms",
+                        scope.timeout_ms
+                    )))),
+                }
+            }
+            .await;
+            match attempt {
+                Err(r) => {
+                    self.receipts.issue(
+                        &self.call_id,
+                        Capability::Http,
+                        "fetch",
+                        receipt_request,
+                        r.outcome,
+                        false,
+                    );
+                    return Err(r.error);
+                }
+                Ok((url, Hop::Redirect { status, location })) => {
+                    self.receipts.issue(
+                        &self.call_id,
+                        Capability::Http,
+                        "fetch",
+                        receipt_request,
+                        json!({ "status": status, "redirect_to": location.as_str() }),
+                        true,
+                    );
+                    let first = origin_of_first.get_or_insert_with(|| url.origin());
+                    if location.origin() != *first {
+                        headers.retain(|h| {
+                            !CREDENTIAL_HEADERS.contains(&h.name.to_ascii_lowercase().as_str())
+                        });
+                    }
+                    if status == 303 || ((status == 301 || status == 302) && method == "POST") {
+                        method = "GET".into();
+                        body = None;
+                    }
+                    url_text = location.to_string();
+                }
+                Ok((_, Hop::Done(mut response))) => {
+                    let content_type = response
+                        .headers
+                        .iter()
+                        .find(|h| h.name.eq_ignore_ascii_case("content-type"))
+                        .map(|h| h.value.clone());
+                    let outcome = json!({
+                        "status": response.status,
+                        "final_url": response.final_url,
+                        "content_type": content_type,
+                        "bytes": response.body.len(),
+                        "sha256": response.sha256,
+                    });
+                    response.receipt = self
+                        .receipts
+                        .issue_with_digest(
+                            &self.call_id,
+                            Capability::Http,
+                            "fetch",
+                            receipt_request,
+                            outcome,
+                            true,
+                            response.sha256.clone(),
+                        )
+                        .unwrap_or_default();
+                    return Ok(response);
+                }
+            }
+        }
+        let error = CapabilityError::Denied(format!("more than {MAX_REDIRECTS} redirects"));
+        self.receipts.issue(
+            &self.call_id,
+            Capability::Http,
+            "fetch",
+            json!({ "method": method, "url": url_text }),
+            json!({ "refused": "too many redirects" }),
+            false,
+        );
+        Err(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::internal;
+
+    #[test]
+    fn internal_addresses_in_all_their_spellings() {
+        for bad in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "100.64.0.1",
+            "::1",
+            "::",
+            "fc00::1",
+            "fd12::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+            "::127.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "ff02::1",
+        ] {
+            assert!(internal(bad.parse().unwrap()).is_some(), "{bad}");
+        }
+        for good in [
+            "93.184.216.34",
+            "1.1.1.1",
+            "2606:4700::1111",
+            "::ffff:1.1.1.1",
+        ] {
+            assert!(internal(good.parse().unwrap()).is_none(), "{good}");
+        }
+        // `0x7f.1` is how a URL may spell 127.0.0.1; the URL parser normalises it first.
+        let url = url::Url::parse("http://0x7f.1/").unwrap();
+        assert_eq!(url.host_str(), Some("127.0.0.1"));
+    }
+}
