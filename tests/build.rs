@@ -11,6 +11,7 @@ fn main() {
         ("remote_ref", "vak-guest-remote-ref"),
         ("files", "vak-guest-files"),
         ("fetcher", "vak-guest-fetcher"),
+        ("parent", "vak-guest-parent"),
     ];
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let dir = out.join("guests");

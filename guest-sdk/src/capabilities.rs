@@ -79,6 +79,20 @@ pub mod http {
     }
 }
 
+/// Child runs: call another admitted tool through the host's whole lifecycle.
+pub mod invoke {
+    use super::CapabilityError;
+    use crate::bindings::vak::tool::invoke as wit;
+
+    pub use wit::ChildRun;
+
+    /// Run `tool` with `arguments` (JSON text). A child that fails is still `Ok`, with its status;
+    /// `Err` means the host did not start it.
+    pub fn call(tool: &str, arguments: &str) -> Result<ChildRun, CapabilityError> {
+        wit::call(tool, arguments).map_err(CapabilityError::from)
+    }
+}
+
 /// Files inside the workspace roots the policy grants the tool (named roots, relative paths).
 pub mod workspace {
     use super::CapabilityError;

@@ -50,7 +50,7 @@
 mod capabilities;
 mod output;
 
-pub use capabilities::{CapabilityError, clock, http, log, workspace};
+pub use capabilities::{CapabilityError, clock, http, invoke, log, workspace};
 pub use output::{Evidence, EvidenceKind, Output, ToolError};
 
 use schemars::JsonSchema;
@@ -74,8 +74,8 @@ pub mod bindings {
 /// Everything a tool author usually needs, in one import.
 pub mod prelude {
     pub use crate::{
-        CapabilityError, Claims, Evidence, EvidenceKind, Output, Tool, ToolError, clock, http, log,
-        workspace,
+        CapabilityError, Claims, Evidence, EvidenceKind, Output, Tool, ToolError, clock, http,
+        invoke, log, workspace,
     };
     pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
@@ -158,6 +158,15 @@ impl Claims {
         S: Into<String>,
     {
         self.capability("http", origins)
+    }
+
+    /// Claim the `invoke` capability for these tools (none: whatever tools the policy lists).
+    pub fn invoke<I, S>(self, tools: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.capability("invoke", tools)
     }
 
     /// Claim the `workspace` capability for the named roots (the policy maps names to folders

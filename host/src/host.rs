@@ -4,6 +4,7 @@
 use crate::admission::{AdmittedTool, Examination, Verdict};
 use crate::budget::{self, Ledger};
 use crate::capabilities::Broker;
+use crate::capabilities::invoke::{ChildCap, ChildLink};
 use crate::dispatch::run::Entry;
 use crate::dispatch::{EngineSettings, GuestReturn, Runtime};
 use crate::policy::{Policy, PolicyError};
@@ -336,6 +337,27 @@ impl Host {
     }
 
     async fn call_in(&self, session: &Session, proposal: Proposal) -> CallRecord {
+        self.call_with(session, proposal, None).await
+    }
+
+    /// A child run started by call `parent` through `invoke`. Boxed: the lifecycle runs inside
+    /// the lifecycle of the parent.
+    pub(crate) fn call_child<'a>(
+        &'a self,
+        session: &'a Session,
+        proposal: Proposal,
+        parent: String,
+        cap: ChildCap,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = CallRecord> + Send + 'a>> {
+        Box::pin(self.call_with(session, proposal, Some((parent, cap))))
+    }
+
+    async fn call_with(
+        &self,
+        session: &Session,
+        proposal: Proposal,
+        child: Option<(String, ChildCap)>,
+    ) -> CallRecord {
         let mut record = CallRecord::new(
             proposal.call_id.clone(),
             proposal.tool.clone(),
@@ -344,7 +366,12 @@ impl Host {
         );
         record.session_id = session.id.clone();
         record.principal = session.principal.clone();
-        self.run(session, &proposal, &mut record).await;
+        let cap = child.map(|(parent, cap)| {
+            record.parent_call_id = Some(parent);
+            record.depth = cap.parent_depth + 1;
+            cap
+        });
+        self.run(session, &proposal, &mut record, cap).await;
         self.inner.key.sign(&mut record);
         tracing::info!(
             call_id = %record.call_id,
@@ -358,7 +385,13 @@ impl Host {
         record
     }
 
-    async fn run(&self, session: &Session, proposal: &Proposal, record: &mut CallRecord) {
+    async fn run(
+        &self,
+        session: &Session,
+        proposal: &Proposal,
+        record: &mut CallRecord,
+        cap: Option<ChildCap>,
+    ) {
         // proposal → one neutral call of a known tool
         let t = Instant::now();
         let admitted = match self.proposal_stage(proposal) {
@@ -403,7 +436,12 @@ impl Host {
         // claims and budget: min(claim, policy cap, engine ceiling, what the session has left)
         let t = Instant::now();
         let ceiling = budget::engine_ceiling(self.inner.runtime.settings.max_memory_bytes);
-        let wanted = budget::admit(&tool.descriptor.claims.budget, &tool.grant.caps, &ceiling);
+        let mut wanted = budget::admit(&tool.descriptor.claims.budget, &tool.grant.caps, &ceiling);
+        if let Some(cap) = cap {
+            // A child run lives within its parent: the parent's fuel, what is left of its time.
+            wanted.fuel = wanted.fuel.min(cap.fuel);
+            wanted.wall_time_ms = wanted.wall_time_ms.min(cap.wall_time_ms);
+        }
         let (limits, reservation) = match session.ledger.reserve(
             tool.name(),
             &self.inner.policy.session,
@@ -425,8 +463,17 @@ impl Host {
 
         // brokered dispatch
         let t = Instant::now();
+        let children = Arc::new(std::sync::Mutex::new(Vec::new()));
         let broker = Broker::new(record.call_id.clone(), Some(tool.grant.clone()))
-            .watching(self.inner.revocations.clone(), session.principal.clone());
+            .watching(self.inner.revocations.clone(), session.principal.clone())
+            .linked(ChildLink {
+                host: self.clone(),
+                session: session.clone(),
+                depth: record.depth,
+                deadline: Instant::now() + std::time::Duration::from_millis(limits.wall_time_ms),
+                fuel_cap: limits.fuel,
+                records: children.clone(),
+            });
         let mut report = self
             .inner
             .runtime
@@ -438,6 +485,8 @@ impl Host {
         reservation.settle(&report.usage);
         record.usage = report.usage;
         record.receipts = report.receipts;
+        // Child runs stay on record whatever happened to this call afterwards.
+        record.children = std::mem::take(&mut *children.lock().unwrap_or_else(|p| p.into_inner()));
         record.logs = report.logs;
         let returned = match report.outcome {
             Ok(r) => r,
@@ -466,7 +515,7 @@ impl Host {
                     .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok());
                 record.evidence = crate::evidence::check(
                     &r.evidence,
-                    &record.receipts,
+                    &record.all_receipts(),
                     &record.call_id,
                     payload.as_ref(),
                 );

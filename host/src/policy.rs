@@ -95,7 +95,14 @@ struct CapabilitiesFile {
     clock: Option<ClockGrantFile>,
     http: Option<HttpGrantFile>,
     workspace: Option<WorkspaceGrantFile>,
+    invoke: Option<InvokeGrantFile>,
     log: Option<LogGrantFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InvokeGrantFile {
+    tools: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -191,6 +198,8 @@ pub enum Scope {
     Zones(ZoneScope),
     /// `http`: origins, address exceptions and caps.
     Http(HttpScope),
+    /// `invoke`: the tools it may call as child runs.
+    Tools(Vec<String>),
     /// `workspace`: the roots the tool may use.
     Roots(Vec<Root>),
     /// A capability without scopes (`log`).
@@ -237,6 +246,11 @@ impl ToolGrant {
         }
     }
 
+    /// Whether the grant lets the tool invoke `tool` as a child run.
+    pub fn may_invoke(&self, tool: &str) -> bool {
+        matches!(self.capabilities.get(&Capability::Invoke), Some(Scope::Tools(t)) if t.iter().any(|x| x == tool))
+    }
+
     /// The granted workspace root named `name`.
     pub fn root(&self, name: &str) -> Option<&Root> {
         match self.capabilities.get(&Capability::Workspace) {
@@ -272,6 +286,20 @@ impl ToolGrant {
                 } else {
                     Err(format!(
                         "`http` is claimed for origins {missing:?}, which the policy does not grant"
+                    ))
+                }
+            }
+            Scope::Tools(tools) => {
+                let missing: Vec<&str> = scopes
+                    .iter()
+                    .filter(|s| !tools.contains(s))
+                    .map(String::as_str)
+                    .collect();
+                if missing.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "`invoke` is claimed for tools {missing:?}, which the policy does not grant"
                     ))
                 }
             }
@@ -374,6 +402,17 @@ impl Policy {
                     Capability::Workspace,
                     Scope::Roots(compile_roots(origin, &name, ws.roots)?),
                 );
+            }
+            if let Some(inv) = grant.capabilities.invoke {
+                if inv.tools.iter().any(|t| t == &name) {
+                    return Err(PolicyError::Scope {
+                        origin: origin.into(),
+                        tool: name.clone(),
+                        message: "`invoke.tools` names the tool itself; a tool may not call itself"
+                            .into(),
+                    });
+                }
+                capabilities.insert(Capability::Invoke, Scope::Tools(inv.tools));
             }
             if grant.capabilities.log.is_some() {
                 capabilities.insert(Capability::Log, Scope::Unscoped);

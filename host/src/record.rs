@@ -142,6 +142,9 @@ pub struct CallRecord {
     pub provider: String,
     /// The session the call was charged to.
     pub session_id: String,
+    /// For a child run: the call that started it, and how deep it is (0 for a top-level call).
+    pub parent_call_id: Option<String>,
+    pub depth: u32,
     /// On whose behalf the call was made, if the embedder said.
     pub principal: Option<String>,
     /// When the host received the proposal (RFC 3339, UTC).
@@ -165,6 +168,8 @@ pub struct CallRecord {
     pub result: Option<ToolResultRecord>,
     pub tool_error: Option<ToolErrorRecord>,
     pub receipts: Vec<Receipt>,
+    /// Records of the child runs this call started (kept even when this call failed after them).
+    pub children: Vec<CallRecord>,
     /// Evidence items with the host's verdict (filled by the result stage).
     pub evidence: Vec<crate::evidence::CheckedEvidence>,
     pub logs: Logs,
@@ -190,6 +195,8 @@ impl CallRecord {
             tool,
             provider,
             session_id: String::new(),
+            parent_call_id: None,
+            depth: 0,
             principal: None,
             received_at: jiff::Timestamp::now().to_string(),
             status: Status::Refused,
@@ -205,6 +212,7 @@ impl CallRecord {
             result: None,
             tool_error: None,
             receipts: Vec::new(),
+            children: Vec::new(),
             evidence: Vec::new(),
             logs: Logs::default(),
             outcome: serde_json::Value::Null,
@@ -244,6 +252,15 @@ impl CallRecord {
             note: String::new(),
         });
         self.error = Some(error);
+    }
+
+    /// This record's receipts and those of all its child runs, depth first.
+    pub fn all_receipts(&self) -> Vec<Receipt> {
+        let mut all = self.receipts.clone();
+        for c in &self.children {
+            all.extend(c.all_receipts());
+        }
+        all
     }
 
     /// The record as pretty JSON.

@@ -226,3 +226,91 @@ async fn a_capability_revoked_mid_call_is_refused_at_its_next_use() {
     // Every reading came before the refusal.
     assert!(r.receipts.last().is_some_and(|x| !x.ok));
 }
+
+const INVOKE_POLICY: &str = r#"
+[session]
+calls = 10
+
+[tools.clock]
+capabilities.clock = { zones = ["*"] }
+
+[tools.stats]
+
+[tools.parent]
+capabilities.invoke = { tools = ["clock"] }
+"#;
+
+async fn parent_host(cache: &tempfile::TempDir) -> Host {
+    let host = host_with(
+        &[
+            ("clock", bundled("clock")),
+            ("stats", bundled("stats")),
+            ("parent", guest(guests::PARENT)),
+        ],
+        INVOKE_POLICY,
+        cache.path(),
+    )
+    .await;
+    assert!(host.tool("parent").is_some(), "{:#?}", host.examinations());
+    host
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_child_run_goes_through_the_lifecycle_and_is_nested_in_the_record() {
+    use vak_host::evidence::Support;
+    let cache = tempfile::tempdir().unwrap();
+    let host = parent_host(&cache).await;
+    let session = host.session(None);
+    let r = session
+        .call(Proposal::new("parent", r#"{"mode":"invoke"}"#))
+        .await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    assert_eq!(r.children.len(), 1);
+    let child = &r.children[0];
+    assert_eq!((child.status, child.depth), (Status::Completed, 1));
+    assert_eq!(child.parent_call_id.as_deref(), Some(r.call_id.as_str()));
+    assert_eq!(child.provider, "invoke");
+    assert_eq!(child.receipts.len(), 1, "the child's clock reading");
+    assert!(
+        child.limits.unwrap().fuel <= r.limits.unwrap().fuel,
+        "the child lives within the parent's fuel"
+    );
+    assert_eq!(r.receipts[0].capability, Capability::Invoke);
+    assert_eq!(r.evidence[0].support, Support::Supported);
+    assert_eq!(
+        session.used().calls,
+        2,
+        "the child is charged to the session"
+    );
+
+    // A tool the policy does not let it invoke.
+    let r = host
+        .call(Proposal::new("parent", r#"{"mode":"invoke-other"}"#))
+        .await;
+    assert_eq!(r.status, Status::ToolError);
+    assert!(r.tool_error.unwrap().message.contains("does not let"));
+    assert!(r.children.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_childs_record_survives_its_parent_trapping() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = parent_host(&cache).await;
+    let r = host
+        .call(Proposal::new("parent", r#"{"mode":"invoke-then-panic"}"#))
+        .await;
+    assert_eq!(
+        r.error.as_ref().unwrap().kind,
+        "guest_panicked",
+        "{}",
+        r.to_json_pretty()
+    );
+    assert_eq!(r.children.len(), 1);
+    assert_eq!(r.children[0].status, Status::Completed);
+    assert_eq!(r.children[0].receipts.len(), 1);
+    assert_eq!(
+        r.all_receipts().len(),
+        2,
+        "the parent's invoke receipt and the child's reading"
+    );
+}

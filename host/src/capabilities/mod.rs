@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod http;
+pub mod invoke;
 pub mod log;
 pub mod workspace;
 
@@ -22,15 +23,17 @@ pub enum Capability {
     Clock,
     Http,
     Workspace,
+    Invoke,
     Log,
 }
 
 impl Capability {
     /// Every capability, in a stable order.
-    pub const ALL: [Capability; 4] = [
+    pub const ALL: [Capability; 5] = [
         Capability::Clock,
         Capability::Http,
         Capability::Workspace,
+        Capability::Invoke,
         Capability::Log,
     ];
 
@@ -40,6 +43,7 @@ impl Capability {
             Capability::Clock => "clock",
             Capability::Http => "http",
             Capability::Workspace => "workspace",
+            Capability::Invoke => "invoke",
             Capability::Log => "log",
         }
     }
@@ -60,6 +64,9 @@ impl Capability {
             }
             Capability::Workspace => {
                 "read, list and (where granted read-write) write files inside the granted roots (each read and write leaves a receipt with the content digest)"
+            }
+            Capability::Invoke => {
+                "call the admitted tools the policy lists, as child runs through the whole lifecycle, within this call's budget"
             }
             Capability::Log => "write bounded log lines into the call record",
         }
@@ -185,6 +192,8 @@ pub struct Broker {
     pub(crate) revocations: Option<Arc<Revocations>>,
     pub(crate) receipts: ReceiptSink,
     pub(crate) log: log::LogBuffer,
+    /// Set for calls (not for `describe`): how a child run reaches the host.
+    pub(crate) child: Option<invoke::ChildLink>,
 }
 
 /// Why the broker refused a request before carrying it out.
@@ -203,7 +212,14 @@ impl Broker {
             revocations: None,
             receipts: ReceiptSink::default(),
             log: log::LogBuffer::default(),
+            child: None,
         }
+    }
+
+    /// The same broker, able to start child runs through `link`.
+    pub(crate) fn linked(mut self, link: invoke::ChildLink) -> Self {
+        self.child = Some(link);
+        self
     }
 
     /// The same broker, checking `revocations` for `principal` on every request.

@@ -321,6 +321,9 @@ pub fn policy(p: &Policy) -> String {
                     h.max_body_bytes,
                     h.timeout_ms
                 ),
+                vak_host::policy::Scope::Tools(tools) => {
+                    format!("child runs of {}", tools.join(", "))
+                }
                 vak_host::policy::Scope::Roots(roots) => roots
                     .iter()
                     .map(|r| format!("{} = {} ({:?})", r.name, r.path.display(), r.mode))

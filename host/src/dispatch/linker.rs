@@ -124,6 +124,11 @@ fn build(engine: &Engine, grants: &GrantSet) -> wasmtime::Result<Linker<CallStat
                     &mut s.broker
                 })?
             }
+            Capability::Invoke => {
+                vak::invoke::add_to_linker::<CallState, HasSelf<Broker>>(&mut linker, |s| {
+                    &mut s.broker
+                })?
+            }
             Capability::Workspace => {
                 vak::workspace::add_to_linker::<CallState, HasSelf<Broker>>(&mut linker, |s| {
                     &mut s.broker
