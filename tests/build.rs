@@ -12,6 +12,7 @@ fn main() {
         ("files", "vak-guest-files"),
         ("fetcher", "vak-guest-fetcher"),
         ("parent", "vak-guest-parent"),
+        ("echo", "vak-guest-echo"),
     ];
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let dir = out.join("guests");

@@ -69,6 +69,7 @@ pub struct HostBuilder {
     sources: Vec<(String, Vec<u8>)>,
     revocations: Arc<Revocations>,
     key: Option<HostKey>,
+    registry: crate::registry::Registry,
 }
 
 impl Default for HostBuilder {
@@ -87,7 +88,19 @@ impl HostBuilder {
             sources: Vec::new(),
             revocations: Arc::new(Revocations::in_memory()),
             key: None,
+            registry: crate::registry::Registry::builtin(),
         }
+    }
+
+    /// Register a payload schema (beside the built-in ones) with its material fields.
+    pub fn payload_schema(
+        mut self,
+        id: &str,
+        document: serde_json::Value,
+        material: Vec<String>,
+    ) -> Result<Self, crate::schema::SchemaCompileError> {
+        self.registry.register(id, document, material)?;
+        Ok(self)
     }
 
     /// The key that signs every record (default: a fresh key for this host).
@@ -196,6 +209,7 @@ impl HostBuilder {
                 examinations,
                 revocations: self.revocations,
                 key,
+                registry: self.registry,
             }),
         })
     }
@@ -208,6 +222,7 @@ struct Inner {
     examinations: Vec<Examination>,
     revocations: Arc<Revocations>,
     key: HostKey,
+    registry: crate::registry::Registry,
 }
 
 /// A session: the embedder's unit of budget (a conversation, a turn), on behalf of one principal.
@@ -372,6 +387,9 @@ impl Host {
             cap
         });
         self.run(session, &proposal, &mut record, cap).await;
+        if matches!(record.status, Status::ToolError | Status::Failed) {
+            record.outcome = serde_json::json!({ "label": "failed", "payload_passed": false, "requirements": [] });
+        }
         self.inner.key.sign(&mut record);
         tracing::info!(
             call_id = %record.call_id,
@@ -525,21 +543,38 @@ impl Host {
             Err(e) => return record.stop(CallError::from(&e), t.elapsed()),
         }
 
-        // semantic outcome: no requirements are evaluated yet; the record says so
-        record.stages.push(crate::record::StageReport {
-            stage: Stage::Outcome,
-            decision: "skipped".into(),
-            elapsed_ns: 0,
-            note: "no requirements were evaluated".into(),
-        });
+        // semantic outcome: the result contract and the caller's requirements, one by one
+        let t = Instant::now();
+        let Some(result) = record.result.as_ref() else {
+            return;
+        };
+        let payload = result
+            .payload_json
+            .as_deref()
+            .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok());
+        let outcome = crate::outcome::evaluate(
+            &self.inner.registry,
+            result.payload_schema.as_deref(),
+            payload.as_ref(),
+            &record.evidence,
+            &proposal.requirements,
+            jiff::Timestamp::now().as_second(),
+        );
+        let label = serde_json::to_value(outcome.label).unwrap_or_default();
+        let outcome_elapsed = t.elapsed();
 
-        // presentation projection: the Markdown document, retained unchanged
-        record.projection = serde_json::json!({
-            "plan": "document",
-            "format": "markdown",
-            "diagnostics": ["no payload schema registry is configured; the Markdown document is shown"],
-        });
-        record.passed(Stage::Projection, std::time::Duration::ZERO, String::new());
+        // presentation projection: a card only where it is earned; the document always kept
+        let t = Instant::now();
+        let projection =
+            crate::projection::project(&proposal.renderer, result, &outcome, &record.evidence);
+        record.passed(
+            Stage::Outcome,
+            outcome_elapsed,
+            format!("label: {}", label.as_str().unwrap_or("")),
+        );
+        record.outcome = serde_json::to_value(&outcome).unwrap_or_default();
+        record.projection = serde_json::to_value(&projection).unwrap_or_default();
+        record.passed(Stage::Projection, t.elapsed(), String::new());
         record.status = Status::Completed;
     }
 

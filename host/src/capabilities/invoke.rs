@@ -92,6 +92,8 @@ impl Host for Broker {
             arguments,
             provider: "invoke".into(),
             defect: None,
+            requirements: Vec::new(),
+            renderer: crate::projection::RendererCaps::markdown(),
         };
         let cap = ChildCap {
             parent_depth: link.depth,

@@ -75,6 +75,14 @@ enum Command {
         /// Print the complete call record as JSON instead (an array with --proposal).
         #[arg(long)]
         json: bool,
+        /// A requirement on the result: `freshness=60` (seconds), `cited`, `verified-change`,
+        /// `aligned`. Repeatable.
+        #[arg(long = "require", value_name = "REQ")]
+        requirements: Vec<String>,
+        /// How to show the result: `terminal` (a card where one is earned, then the document as
+        /// text), `markdown`, `text`, or `html` (a standalone page on stdout).
+        #[arg(long, default_value = "terminal", value_parser = ["terminal", "markdown", "text", "html"])]
+        render: String,
     },
     /// Show what a component imports, exports and claims, and the admission verdict, without
     /// running its `call`.
@@ -366,7 +374,26 @@ async fn run(cli: Cli) -> ExitCode {
             proposal,
             provider,
             json,
+            requirements,
+            render,
         } => {
+            let mut required = Vec::new();
+            for r in &requirements {
+                match vak_host::outcome::Requirement::parse(r) {
+                    Some(r) => required.push(r),
+                    None => {
+                        return usage_error(format!(
+                            "unknown requirement `{r}` (freshness=SECONDS, cited, verified-change, aligned)"
+                        ));
+                    }
+                }
+            }
+            let renderer = match render.as_str() {
+                "markdown" => vak_host::projection::RendererCaps::markdown(),
+                "text" => vak_host::projection::RendererCaps::plain_text(),
+                "html" => vak_host::projection::RendererCaps::html(),
+                _ => vak_host::projection::RendererCaps::terminal(),
+            };
             let from_document = proposal.is_some();
             let proposals = match proposal {
                 Some(source) => match read_proposals(&source, provider.as_deref()) {
@@ -379,7 +406,9 @@ async fn run(cli: Cli) -> ExitCode {
                 ],
             };
             let mut records = Vec::new();
-            for p in proposals {
+            for mut p in proposals {
+                p.requirements.extend(required.iter().cloned());
+                p.renderer = renderer.clone();
                 records.push(session.call(p).await);
             }
             if json && from_document {
@@ -390,6 +419,13 @@ async fn run(cli: Cli) -> ExitCode {
             } else if json {
                 for r in &records {
                     println!("{}", r.to_json_pretty());
+                }
+            } else if render == "html" {
+                for r in &records {
+                    match r.projection["rendered"].as_str() {
+                        Some(page) => print!("{page}"),
+                        None => print!("{}", render::record_for_terminal(r)),
+                    }
                 }
             } else {
                 for r in &records {

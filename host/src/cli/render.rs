@@ -45,9 +45,18 @@ pub fn record_for_terminal(r: &CallRecord) -> String {
     let mut out = String::new();
     match (&r.result, &r.error) {
         (Some(result), _) if r.status == Status::Completed => {
-            out.push_str(&neutralise(&result.markdown));
-            if !result.markdown.ends_with('\n') {
+            // The projection for this renderer (a card where one was earned), else the document.
+            let shown = r.projection["rendered"]
+                .as_str()
+                .unwrap_or(&result.markdown);
+            out.push_str(&neutralise(shown));
+            if !shown.ends_with('\n') {
                 out.push('\n');
+            }
+            if let Some(diagnostics) = r.projection["diagnostics"].as_array() {
+                for d in diagnostics.iter().filter_map(|d| d.as_str()) {
+                    let _ = writeln!(out, "  (no card: {})", neutralise(d));
+                }
             }
         }
         (_, Some(e)) => {
@@ -70,9 +79,10 @@ pub fn record_for_terminal(r: &CallRecord) -> String {
         }
         _ => {}
     }
+    let label = r.outcome["label"].as_str().unwrap_or("-");
     let _ = writeln!(
         out,
-        "── {} · {} · stage {} · fuel {} · {} · memory {} B · {} receipt{} · {}",
+        "── {} · {} · {label} · stage {} · fuel {} · {} · memory {} B · {} receipt{} · {}",
         neutralise(&r.tool),
         r.status.as_str(),
         r.stage,

@@ -25,6 +25,10 @@ pub struct Proposal {
     /// What was wrong with the call as the provider sent it; such a call is refused at the
     /// proposal stage, with its own record.
     pub defect: Option<ProposalError>,
+    /// What the caller requires of the result (evaluated at the outcome stage).
+    pub requirements: Vec<crate::outcome::Requirement>,
+    /// What the caller's renderer can show (used at the projection stage).
+    pub renderer: crate::projection::RendererCaps,
 }
 
 impl Proposal {
@@ -36,7 +40,21 @@ impl Proposal {
             arguments: arguments.into(),
             provider: "api".into(),
             defect: None,
+            requirements: Vec::new(),
+            renderer: crate::projection::RendererCaps::markdown(),
         }
+    }
+
+    /// The same proposal, with a requirement on its result.
+    pub fn require(mut self, requirement: crate::outcome::Requirement) -> Proposal {
+        self.requirements.push(requirement);
+        self
+    }
+
+    /// The same proposal, projected for `renderer`.
+    pub fn render_for(mut self, renderer: crate::projection::RendererCaps) -> Proposal {
+        self.renderer = renderer;
+        self
     }
 
     /// The same proposal, marked as coming from `provider`.

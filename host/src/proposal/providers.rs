@@ -236,6 +236,8 @@ fn read_call(provider: Provider, call: &Value) -> Proposal {
         arguments,
         provider: provider.name().to_string(),
         defect,
+        requirements: Vec::new(),
+        renderer: crate::projection::RendererCaps::markdown(),
     }
 }
 

@@ -24,6 +24,8 @@ pub struct Instant {
     pub zone: String,
     /// When the host observed it (the same reading: the host's clock is the source).
     pub observed_at: String,
+    /// The freshness contract: how long the reading may be presented as "now".
+    pub max_age_seconds: u64,
 }
 
 pub struct Clock;
@@ -65,6 +67,7 @@ impl Tool for Clock {
             offset_seconds: reading.offset_seconds,
             zone: reading.zone.clone(),
             observed_at: reading.rfc3339.clone(),
+            max_age_seconds: 60,
         };
         let hours = reading.offset_seconds / 3600;
         let minutes = (reading.offset_seconds.abs() % 3600) / 60;
@@ -79,6 +82,7 @@ impl Tool for Clock {
                     .supports("/instant")
                     .supports("/offset_seconds")
                     .supports("/zone")
+                    .supports("/observed_at")
                     .note("host clock reading"),
             )
         })

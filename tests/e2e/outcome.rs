@@ -1,0 +1,249 @@
+//! Outcome and projection: a card only where it is earned, a label that never says verified
+//! without host-backed evidence, no domain guessed from field names, no delta from unaligned
+//! series, and the tool's own document and bytes unchanged whatever the renderer.
+
+use serde_json::{Value, json};
+use vak_host::outcome::Requirement;
+use vak_host::projection::RendererCaps;
+use vak_host::{CallRecord, Host, Proposal, Status};
+use vak_tests::{bundled, guest, guests, host_with};
+
+const POLICY: &str = r#"
+[tools.clock]
+capabilities.clock = { zones = ["*"] }
+[tools.echo]
+capabilities.clock = { zones = ["UTC"] }
+"#;
+
+async fn host(cache: &tempfile::TempDir) -> Host {
+    host_with(
+        &[("clock", bundled("clock")), ("echo", guest(guests::ECHO))],
+        POLICY,
+        cache.path(),
+    )
+    .await
+}
+
+fn echo(schema: Option<&str>, payload: Value, markdown: &str, observed: &[&str]) -> Proposal {
+    let mut args = json!({ "markdown": markdown, "observed": observed });
+    if let Some(s) = schema {
+        args["schema"] = json!(s);
+        args["payload"] = json!(payload.to_string());
+    }
+    Proposal::new("echo", args.to_string())
+}
+
+fn form(r: &CallRecord) -> (&str, &str) {
+    (
+        r.projection["form"].as_str().unwrap_or(""),
+        r.outcome["label"].as_str().unwrap_or(""),
+    )
+}
+
+fn temporal(now: i64) -> Value {
+    json!({"instant": "2026-12-02T10:00:00Z", "unix_seconds": now, "offset_seconds": 0, "zone": "UTC",
+           "observed_at": "2026-12-02T10:00:00Z", "max_age_seconds": 60})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_domain_earns_a_card_only_with_its_material_fields() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(&cache).await;
+    let now = jiff::Timestamp::now().as_second();
+    let cards = RendererCaps::terminal();
+
+    // temporal: the bundled clock, checked for freshness
+    let r = host
+        .call(
+            Proposal::new("clock", r#"{"zone":"UTC"}"#)
+                .require(Requirement::Freshness {
+                    max_age_seconds: 60,
+                })
+                .render_for(cards.clone()),
+        )
+        .await;
+    assert_eq!(form(&r), ("card", "verified"), "{}", r.to_json_pretty());
+
+    let cases = [
+        (
+            "vak.temporal.instant/1",
+            temporal(now),
+            vec!["/instant", "/zone"],
+        ),
+        (
+            "vak.research.findings/1",
+            json!({"findings": [{"claim": "c", "sources": [{"url": "u"}], "evidence": ["reading"]}]}),
+            vec!["/findings"],
+        ),
+        (
+            "vak.coding.change/1",
+            json!({"files": [{"path": "a", "before_sha256": "x", "after_sha256": "y"}], "verification": {"method": "read-back", "matches": true}}),
+            vec!["/files", "/verification"],
+        ),
+        (
+            "vak.data.comparison/1",
+            json!({"series": [
+            {"name": "a", "period": {"start": "2026-11-01", "end": "2026-11-07"}, "unit": "ms", "basis": "mean", "value": 3.0},
+            {"name": "b", "period": {"start": "2026-11-01", "end": "2026-11-07"}, "unit": "ms", "basis": "mean", "value": 4.0}]}),
+            vec!["/series"],
+        ),
+    ];
+    for (schema, payload, observed) in cases {
+        let r = host
+            .call(echo(Some(schema), payload.clone(), "doc", &observed).render_for(cards.clone()))
+            .await;
+        assert_eq!(
+            form(&r),
+            ("card", "verified"),
+            "{schema}: {}",
+            r.to_json_pretty()
+        );
+
+        // The same payload with a material field removed: a document, with a diagnostic.
+        let mut broken = payload.clone();
+        let first_material = observed[0].trim_start_matches('/');
+        broken.as_object_mut().unwrap().remove(first_material);
+        let r = host
+            .call(echo(Some(schema), broken, "doc", &observed).render_for(cards.clone()))
+            .await;
+        assert_eq!(r.status, Status::Completed);
+        assert_eq!(form(&r).0, "document", "{schema}");
+        assert_ne!(form(&r).1, "verified", "{schema}");
+        assert!(
+            !r.projection["diagnostics"].as_array().unwrap().is_empty(),
+            "{schema}"
+        );
+
+        // Without host-backed evidence the payload passes its schema but is not verified.
+        let r = host
+            .call(echo(Some(schema), payload, "doc", &[]).render_for(cards.clone()))
+            .await;
+        assert_eq!(
+            form(&r),
+            ("document", "unverified"),
+            "{schema}: {}",
+            r.to_json_pretty()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_domain_is_guessed_and_no_delta_is_invented() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(&cache).await;
+    let now = jiff::Timestamp::now().as_second();
+    // Looks temporal, names no registered schema.
+    let r = host
+        .call(
+            echo(Some("acme.time/7"), temporal(now), "doc", &["/instant"])
+                .render_for(RendererCaps::terminal()),
+        )
+        .await;
+    assert_eq!(form(&r).0, "document");
+    assert_ne!(form(&r).1, "verified");
+
+    // Unaligned periods: the aligned requirement is unmet, no card, and no delta anywhere.
+    let unaligned = json!({"series": [
+        {"name": "this week", "period": {"start": "2026-11-23", "end": "2026-11-29"}, "unit": "ms", "basis": "mean", "value": 3.0},
+        {"name": "last month", "period": {"start": "2026-10-01", "end": "2026-10-31"}, "unit": "s", "basis": "p99", "value": 4.0}]});
+    let r = host
+        .call(
+            echo(
+                Some("vak.data.comparison/1"),
+                unaligned,
+                "two figures",
+                &["/series"],
+            )
+            .require(Requirement::AlignedComparison)
+            .render_for(RendererCaps::html()),
+        )
+        .await;
+    assert_eq!(form(&r).0, "document", "{}", r.to_json_pretty());
+    assert!(
+        r.outcome["requirements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["requirement"] == "aligned_comparison" && o["decision"] == "unmet")
+    );
+    let projection = r.projection.to_string();
+    assert!(
+        !projection.contains("delta"),
+        "no delta in the projection: {projection}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_renderer_decides_the_form_and_the_original_never_changes() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(&cache).await;
+    let now = jiff::Timestamp::now().as_second();
+    let mut kept = Vec::new();
+    for (caps, expected) in [
+        (RendererCaps::terminal(), "card"),
+        (RendererCaps::markdown(), "document"),
+        (RendererCaps::plain_text(), "plain_text"),
+        (
+            RendererCaps {
+                name: "other".into(),
+                markdown: true,
+                html: false,
+                cards: vec!["vak.coding.change/1".into()],
+            },
+            "document",
+        ),
+    ] {
+        let r = host
+            .call(
+                echo(
+                    Some("vak.temporal.instant/1"),
+                    temporal(now),
+                    "**same** doc",
+                    &["/instant"],
+                )
+                .render_for(caps.clone()),
+            )
+            .await;
+        assert_eq!(form(&r).0, expected, "{}", caps.name);
+        let result = r.result.as_ref().unwrap();
+        assert_eq!(
+            result.markdown, "**same** doc",
+            "the document is kept unchanged"
+        );
+        assert_eq!(r.projection["original_digest"], result.digest.as_str());
+        kept.push((result.markdown.clone(), result.payload_json.clone()));
+    }
+    assert!(
+        kept.windows(2).all(|w| w[0] == w[1]),
+        "the same document and payload bytes every time"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn html_escapes_what_a_tool_returns() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(&cache).await;
+    let now = jiff::Timestamp::now().as_second();
+    let mut payload = temporal(now);
+    payload["zone"] = json!("<script>alert(1)</script>");
+    let r = host
+        .call(
+            echo(
+                Some("vak.temporal.instant/1"),
+                payload,
+                "<img src=x onerror=alert(2)>",
+                &["/instant", "/zone"],
+            )
+            .render_for(RendererCaps::html()),
+        )
+        .await;
+    let page = r.projection["rendered"].as_str().unwrap();
+    assert!(
+        !page.contains("<script>") && !page.contains("<img"),
+        "{page}"
+    );
+    assert!(
+        page.contains("&lt;script&gt;") && page.contains("&lt;img"),
+        "{page}"
+    );
+}
