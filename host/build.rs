@@ -11,6 +11,7 @@ fn main() {
         ("stats", "vak-tool-stats"),
         ("replace", "vak-tool-replace"),
         ("research", "vak-tool-research"),
+        ("compare", "vak-tool-compare"),
     ];
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"))
         .join("tools");

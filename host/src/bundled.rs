@@ -18,4 +18,8 @@ pub const TOOLS: &[(&str, &[u8])] = &[
         "research",
         include_bytes!(concat!(env!("OUT_DIR"), "/tools/research.wasm")),
     ),
+    (
+        "compare",
+        include_bytes!(concat!(env!("OUT_DIR"), "/tools/compare.wasm")),
+    ),
 ];

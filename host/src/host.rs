@@ -133,7 +133,7 @@ impl HostBuilder {
         self
     }
 
-    /// Add the tools bundled with vak (`clock`, `stats`, `replace`, `research`).
+    /// Add the tools bundled with vak (`clock`, `stats`, `compare`, `replace`, `research`).
     pub fn bundled_tools(mut self) -> Self {
         for (name, bytes) in crate::bundled::TOOLS {
             self.sources

@@ -164,20 +164,24 @@ pub fn evaluate(
                     != Decision::Met;
             out.push(RequirementOutcome {
                 requirement: "material_fields".into(),
-                decision: if missing.is_empty() && !backed.is_empty() && !misaligned {
-                    Decision::Met
-                } else {
-                    Decision::Unmet
-                },
-                evidence: ids(&backed),
+                decision: if missing.is_empty() && !misaligned { Decision::Met } else { Decision::Unmet },
+                evidence: Vec::new(),
                 diagnostic: if !missing.is_empty() {
                     format!("material fields missing: {}", missing.join(", "))
                 } else if misaligned {
                     "the series do not share period, unit and basis: no comparison is shown".into()
-                } else if backed.is_empty() {
+                } else {
+                    "present".into()
+                },
+            });
+            out.push(RequirementOutcome {
+                requirement: "host_evidence".into(),
+                decision: if backed.is_empty() { Decision::Unmet } else { Decision::Met },
+                evidence: ids(&backed),
+                diagnostic: if backed.is_empty() {
                     "no observed or cited evidence supports a material field".into()
                 } else {
-                    "present, and supported by host-backed evidence".into()
+                    "material fields supported by host-backed evidence".into()
                 },
             });
         }

@@ -103,7 +103,7 @@ fn inspect_and_tools_show_imports_claims_and_verdicts() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["clock", "stats"]);
+    assert_eq!(names, ["clock", "compare", "stats"]);
     assert_eq!(doc["tools"][0]["input_schema"]["required"][0], "zone");
 }
 

@@ -112,8 +112,8 @@ async fn the_second_start_loads_from_the_aot_cache_without_compiling() {
     assert_eq!(third.runtime().cache().compiles(), bundled);
     assert_eq!(
         third.tools().count(),
-        2,
-        "clock and stats; replace needs a root"
+        3,
+        "clock, stats, compare; replace and research need a policy"
     );
 }
 

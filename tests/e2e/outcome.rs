@@ -11,13 +11,18 @@ use vak_tests::{bundled, guest, guests, host_with};
 const POLICY: &str = r#"
 [tools.clock]
 capabilities.clock = { zones = ["*"] }
+[tools.compare]
 [tools.echo]
 capabilities.clock = { zones = ["UTC"] }
 "#;
 
 async fn host(cache: &tempfile::TempDir) -> Host {
     host_with(
-        &[("clock", bundled("clock")), ("echo", guest(guests::ECHO))],
+        &[
+            ("clock", bundled("clock")),
+            ("compare", bundled("compare")),
+            ("echo", guest(guests::ECHO)),
+        ],
         POLICY,
         cache.path(),
     )
@@ -114,13 +119,13 @@ async fn each_domain_earns_a_card_only_with_its_material_fields() {
             "{schema}"
         );
 
-        // Without host-backed evidence the payload passes its schema but is not verified.
+        // Without host-backed evidence: still a card (its fields are there), never verified.
         let r = host
             .call(echo(Some(schema), payload, "doc", &[]).render_for(cards.clone()))
             .await;
         assert_eq!(
             form(&r),
-            ("document", "unverified"),
+            ("card", "unverified"),
             "{schema}: {}",
             r.to_json_pretty()
         );
@@ -246,4 +251,44 @@ async fn html_escapes_what_a_tool_returns() {
         page.contains("&lt;script&gt;") && page.contains("&lt;img"),
         "{page}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_compare_tool_compares_only_aligned_figures() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(&cache).await;
+    let figure = |name: &str, start: &str, end: &str, unit: &str, basis: &str, value: f64| json!({"name": name, "period": {"start": start, "end": end}, "unit": unit, "basis": basis, "value": value});
+    let aligned = json!({
+        "baseline": figure("last week", "2026-11-16", "2026-11-22", "ms", "p99", 120.0),
+        "current": figure("this week", "2026-11-16", "2026-11-22", "ms", "p99", 95.0)});
+    let r = host
+        .call(Proposal::new("compare", aligned.to_string()).render_for(RendererCaps::terminal()))
+        .await;
+    assert_eq!(
+        form(&r),
+        ("card", "unverified"),
+        "caller-given figures are never verified: {}",
+        r.to_json_pretty()
+    );
+    assert!(
+        r.projection["rendered"]
+            .as_str()
+            .unwrap()
+            .contains("/delta/value: -25")
+    );
+
+    let unaligned = json!({
+        "baseline": figure("last month", "2026-10-01", "2026-10-31", "ms", "mean", 120.0),
+        "current": figure("this week", "2026-11-23", "2026-11-29", "s", "p99", 0.095)});
+    let r = host
+        .call(Proposal::new("compare", unaligned.to_string()).render_for(RendererCaps::html()))
+        .await;
+    assert_eq!(form(&r).0, "document");
+    let payload: Value =
+        serde_json::from_str(r.result.as_ref().unwrap().payload_json.as_deref().unwrap()).unwrap();
+    assert!(
+        payload.get("delta").is_none(),
+        "no delta from unaligned figures"
+    );
+    assert!(!r.projection.to_string().contains("delta"));
 }

@@ -55,7 +55,7 @@ pub fn record_for_terminal(r: &CallRecord) -> String {
             }
             if let Some(diagnostics) = r.projection["diagnostics"].as_array() {
                 for d in diagnostics.iter().filter_map(|d| d.as_str()) {
-                    let _ = writeln!(out, "  (no card: {})", neutralise(d));
+                    let _ = writeln!(out, "  ({})", neutralise(d));
                 }
             }
         }
