@@ -132,6 +132,11 @@ async fn an_unknown_tool_or_malformed_arguments_never_reach_an_instance() {
         ("", "{}", "missing_tool_name"),
         ("clock", "{\"zone\":", "arguments_not_json"),
         ("clock", "[\"UTC\"]", "arguments_not_object"),
+        (
+            "clock",
+            r#"{"zone":"UTC","zone":"Mars/Olympus"}"#,
+            "arguments_not_json",
+        ),
     ] {
         let r = host.call(Proposal::new(tool, args)).await;
         assert_eq!(r.status, Status::Refused);

@@ -2,6 +2,7 @@
 //! later stage has passed; here it only has to be a well-formed call of a known tool.
 
 pub mod providers;
+pub mod strict;
 
 use crate::stage::{Stage, StageError};
 use serde_json::json;
@@ -147,10 +148,10 @@ pub fn parse_arguments(
             limit: MAX_ARGUMENT_DEPTH,
         });
     }
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| ProposalError::ArgumentsNotJson {
-            reason: e.to_string(),
-        })?;
+    // Duplicate keys are refused: the host must validate the very value the tool will read.
+    let value = strict::parse(text).map_err(|e| ProposalError::ArgumentsNotJson {
+        reason: e.to_string(),
+    })?;
     match value {
         serde_json::Value::Object(map) => Ok(map),
         other => Err(ProposalError::ArgumentsNotObject {
