@@ -70,6 +70,7 @@ pub struct HostBuilder {
     revocations: Arc<Revocations>,
     key: Option<HostKey>,
     registry: crate::registry::Registry,
+    journal: Option<Arc<crate::journal::Journal>>,
 }
 
 impl Default for HostBuilder {
@@ -89,6 +90,7 @@ impl HostBuilder {
             revocations: Arc::new(Revocations::in_memory()),
             key: None,
             registry: crate::registry::Registry::builtin(),
+            journal: None,
         }
     }
 
@@ -101,6 +103,12 @@ impl HostBuilder {
     ) -> Result<Self, crate::schema::SchemaCompileError> {
         self.registry.register(id, document, material)?;
         Ok(self)
+    }
+
+    /// Append every record to `journal`, committed before the call returns.
+    pub fn journal(mut self, journal: Arc<crate::journal::Journal>) -> Self {
+        self.journal = Some(journal);
+        self
     }
 
     /// The key that signs every record (default: a fresh key for this host).
@@ -210,6 +218,7 @@ impl HostBuilder {
                 revocations: self.revocations,
                 key,
                 registry: self.registry,
+                journal: self.journal,
             }),
         })
     }
@@ -223,6 +232,7 @@ struct Inner {
     revocations: Arc<Revocations>,
     key: HostKey,
     registry: crate::registry::Registry,
+    journal: Option<Arc<crate::journal::Journal>>,
 }
 
 /// A session: the embedder's unit of budget (a conversation, a turn), on behalf of one principal.
@@ -391,6 +401,20 @@ impl Host {
             record.outcome = serde_json::json!({ "label": "failed", "payload_passed": false, "requirements": [] });
         }
         self.inner.key.sign(&mut record);
+        if let Some(journal) = &self.inner.journal {
+            // Committed before the call returns: an acknowledged call always has its record.
+            let journal = journal.clone();
+            let copy = record.clone();
+            let appended = tokio::task::spawn_blocking(move || journal.append(&copy)).await;
+            record.journaled = Some(match appended {
+                Ok(Ok(entry)) => Ok(entry),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(e) => Err(format!("the journal task failed: {e}")),
+            });
+            if let Some(Err(e)) = &record.journaled {
+                tracing::error!(call_id = %record.call_id, error = %e, "the record could not be journaled");
+            }
+        }
         tracing::info!(
             call_id = %record.call_id,
             tool = %record.tool,

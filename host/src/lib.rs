@@ -21,6 +21,7 @@ pub mod digest;
 pub mod dispatch;
 pub mod evidence;
 mod host;
+pub mod journal;
 pub mod outcome;
 pub mod policy;
 pub mod projection;

@@ -179,6 +179,9 @@ pub struct CallRecord {
     pub projection: serde_json::Value,
     /// The host's signature over everything above (see `signing`).
     pub signature: Option<crate::signing::RecordSignature>,
+    /// Where the record went in the journal (not part of the record itself, nor of its JSON).
+    #[serde(skip)]
+    pub journaled: Option<Result<crate::journal::Entry, String>>,
 }
 
 impl CallRecord {
@@ -218,6 +221,7 @@ impl CallRecord {
             outcome: serde_json::Value::Null,
             projection: serde_json::Value::Null,
             signature: None,
+            journaled: None,
         }
     }
 

@@ -152,6 +152,7 @@ pub fn verify(record: &CallRecord, trusted: Option<&str>) -> Result<String, Veri
     let key = VerifyingKey::from_bytes(&key_bytes).map_err(|_| VerifyError::Malformed)?;
     let mut unsigned = record.clone();
     unsigned.signature = None;
+    unsigned.journaled = None;
     key.verify(&signed_bytes(&unsigned), &Signature::from_bytes(&sig_bytes))
         .map_err(|_| VerifyError::Mismatch)?;
     Ok(sig.public_key.clone())

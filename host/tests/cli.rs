@@ -291,3 +291,29 @@ fn records_are_signed_and_verify_catches_tampering_and_foreign_keys() {
         assert_eq!(o.status.code(), Some(3));
     }
 }
+
+#[test]
+fn every_call_is_journaled_and_the_chain_catches_tampering() {
+    let cache = tempfile::tempdir().unwrap();
+    for args in [r#"{"zone":"UTC"}"#, r#"{"zone":"Nowhere/Land"}"#, "{}"] {
+        let o = vak(cache.path(), &["call", "clock", args]);
+        assert!(stdout(&o).contains("journal #"), "{}", stdout(&o));
+    }
+    let o = vak(cache.path(), &["audit", "--status", "refused"]);
+    assert_eq!(stdout(&o).lines().count(), 1, "{}", stdout(&o));
+    let o = vak(cache.path(), &["audit", "verify"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("3 entries"));
+
+    let db = cache.path().join("state/journal.sqlite");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "UPDATE records SET record = replace(record, 'Nowhere', 'Elsewhere') WHERE seq = 2",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let o = vak(cache.path(), &["audit", "verify"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("#2"), "{}", stdout(&o));
+}

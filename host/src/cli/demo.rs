@@ -23,6 +23,7 @@ pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
         no_cache,
         vak_host::Revocations::in_memory(),
         None,
+        None,
     )
     .await
     {
@@ -89,6 +90,7 @@ pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
         cache_dir,
         no_cache,
         vak_host::Revocations::in_memory(),
+        None,
         None,
     )
     .await

@@ -44,6 +44,9 @@ struct Cli {
     /// [default: $VAK_SIGNING_KEY_FILE, else a fresh key per run].
     #[arg(long, global = true, value_name = "FILE")]
     signing_key: Option<PathBuf>,
+    /// Do not append records to the journal ($VAK_STATE_DIR/journal.sqlite by default).
+    #[arg(long, global = true)]
+    no_journal: bool,
     /// The principal on whose behalf calls are made (checked against the policy and revocations).
     #[arg(long, global = true, value_name = "NAME")]
     principal: Option<String>,
@@ -130,6 +133,29 @@ enum Command {
         #[arg(long, value_name = "HEX")]
         key: Option<String>,
     },
+    /// Read the journal: list records (newest first), show one, or verify the chain.
+    Audit {
+        #[command(subcommand)]
+        command: Option<AuditCommand>,
+        /// Only this tool.
+        #[arg(long)]
+        tool: Option<String>,
+        /// Only this status (completed, tool_error, refused, failed).
+        #[arg(long)]
+        status: Option<String>,
+        /// Only calls that ended at this stage.
+        #[arg(long)]
+        stage: Option<String>,
+        /// Only calls made on behalf of this principal.
+        #[arg(long = "for-principal")]
+        for_principal: Option<String>,
+        /// Only calls received at or after this RFC 3339 time.
+        #[arg(long)]
+        since: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
     /// Make a new signing key: write its seed to FILE (mode 0600) and print its public key.
     Keygen { file: PathBuf },
     /// Show the host at work on the bundled tools: a completed call, a tool error, a limit hit.
@@ -152,6 +178,18 @@ enum Command {
         /// Print JSON instead.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum AuditCommand {
+    /// The complete record of one call.
+    Show { call_id: String },
+    /// Check the hash chain and every record's signature; name the first bad entry.
+    Verify {
+        /// Also require that this public key (hex) signed every record.
+        #[arg(long, value_name = "HEX")]
+        key: Option<String>,
     },
 }
 
@@ -243,12 +281,16 @@ pub(crate) async fn build_host(
     no_cache: bool,
     revocations: Revocations,
     key: Option<vak_host::signing::HostKey>,
+    journal: Option<vak_host::journal::Journal>,
 ) -> Result<Host, String> {
     let mut builder = HostBuilder::new()
         .policy(policy.unwrap_or_else(Policy::default_policy))
         .revocations(std::sync::Arc::new(revocations));
     if let Some(key) = key {
         builder = builder.signing_key(key);
+    }
+    if let Some(journal) = journal {
+        builder = builder.journal(std::sync::Arc::new(journal));
     }
     if no_cache {
         builder = builder.cache_dir(None);
@@ -278,6 +320,32 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Demo => return demo::run(cli.cache_dir, cli.no_cache).await,
         Command::Verify { file, key } => return verify(file, key.as_deref()),
         Command::Keygen { file } => return keygen(file),
+        Command::Audit {
+            command,
+            tool,
+            status,
+            stage,
+            for_principal,
+            since,
+            limit,
+        } => {
+            let Some(journal) = open_journal(cli.state_dir.as_ref()) else {
+                return usage_error("no state directory: set --state-dir or VAK_STATE_DIR");
+            };
+            let journal = match journal {
+                Ok(j) => j,
+                Err(e) => return usage_error(e),
+            };
+            let filter = vak_host::journal::Filter {
+                tool: tool.clone(),
+                status: status.clone(),
+                stage: stage.clone(),
+                principal: for_principal.clone(),
+                since: since.clone(),
+                limit: Some(*limit),
+            };
+            return audit(&journal, command.as_ref(), &filter);
+        }
         Command::Policy {
             command: PolicyCommand::Check { file },
         } => {
@@ -352,6 +420,14 @@ async fn run(cli: Cli) -> ExitCode {
         Ok(k) => k,
         Err(e) => return usage_error(e),
     };
+    let journal = if cli.no_journal {
+        None
+    } else {
+        match open_journal(cli.state_dir.as_ref()).transpose() {
+            Ok(j) => j,
+            Err(e) => return usage_error(e),
+        }
+    };
     let host = match build_host(
         cli.tools.as_ref(),
         policy,
@@ -359,6 +435,7 @@ async fn run(cli: Cli) -> ExitCode {
         cli.no_cache,
         revocations,
         key,
+        journal,
     )
     .await
     {
@@ -521,11 +598,77 @@ async fn run(cli: Cli) -> ExitCode {
             }
         },
         Command::Demo
+        | Command::Audit { .. }
         | Command::Verify { .. }
         | Command::Keygen { .. }
         | Command::Policy { .. }
         | Command::Revoke { .. }
         | Command::Revocations { .. } => ExitCode::SUCCESS,
+    }
+}
+
+fn open_journal(state: Option<&PathBuf>) -> Option<Result<vak_host::journal::Journal, String>> {
+    let dir = state_dir(state)?;
+    Some(
+        vak_host::journal::Journal::open(
+            &dir.join("journal.sqlite"),
+            vak_host::journal::Durability::Committed,
+        )
+        .map_err(|e| e.to_string()),
+    )
+}
+
+fn audit(
+    journal: &vak_host::journal::Journal,
+    command: Option<&AuditCommand>,
+    filter: &vak_host::journal::Filter,
+) -> ExitCode {
+    match command {
+        None => match journal.list(filter) {
+            Ok(rows) => {
+                for r in rows {
+                    println!(
+                        "#{:<6} {}  {:<10} {:<10} {:<10} {}  {}",
+                        r.seq,
+                        r.received_at,
+                        render::neutralise(&r.tool),
+                        r.status,
+                        r.stage,
+                        r.call_id,
+                        render::neutralise(r.principal.as_deref().unwrap_or("-"))
+                    );
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => usage_error(e),
+        },
+        Some(AuditCommand::Show { call_id }) => match journal.show(call_id) {
+            Ok(Some(text)) => {
+                let pretty = serde_json::from_str::<serde_json::Value>(&text)
+                    .and_then(|v| serde_json::to_string_pretty(&v))
+                    .unwrap_or(text);
+                println!("{pretty}");
+                ExitCode::SUCCESS
+            }
+            Ok(None) => usage_error(format!("no record of call `{call_id}` in the journal")),
+            Err(e) => usage_error(e),
+        },
+        Some(AuditCommand::Verify { key }) => match journal.verify(key.as_deref()) {
+            Ok(v) => match v.first_bad {
+                None => {
+                    println!(
+                        "journal ok: {} entries, chain and signatures verified",
+                        v.entries
+                    );
+                    ExitCode::SUCCESS
+                }
+                Some((seq, why)) => {
+                    println!("journal BAD at entry #{seq}: {why}");
+                    ExitCode::from(1)
+                }
+            },
+            Err(e) => usage_error(e),
+        },
     }
 }
 
@@ -643,6 +786,10 @@ fn print_declarations(host: &Host, name: &str) -> ExitCode {
 
 /// The exit status for several records: refused beats failed beats completed.
 fn exit_for_all(records: &[CallRecord]) -> ExitCode {
+    if records.iter().any(|r| matches!(r.journaled, Some(Err(_)))) {
+        eprintln!("vak: a record could not be written to the journal (see the log above)");
+        return ExitCode::from(1);
+    }
     if records.iter().any(|r| r.status == Status::Refused) {
         ExitCode::from(2)
     } else if records.iter().any(|r| r.status != Status::Completed) {

@@ -93,6 +93,15 @@ pub fn record_for_terminal(r: &CallRecord) -> String {
         if r.receipts.len() == 1 { "" } else { "s" },
         r.call_id
     );
+    match &r.journaled {
+        Some(Ok(entry)) => {
+            let _ = writeln!(out, "   journal #{}", entry.seq);
+        }
+        Some(Err(e)) => {
+            let _ = writeln!(out, "   NOT JOURNALED: {}", neutralise(e));
+        }
+        None => {}
+    }
     out
 }
 
