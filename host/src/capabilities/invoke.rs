@@ -1,7 +1,7 @@
 //! `vak:tool/invoke`: a tool calls another admitted tool as a child run, through the whole
-//! lifecycle, on the same session (so the session's ledger is charged) and within what is left of
-//! the parent's time; the child's fuel is capped by the parent's admitted fuel. The child's record
-//! goes into a sink shared with the parent's record, so it survives the parent trapping later.
+//! lifecycle, on the same session (so the session's ledger is charged), within what is left of the
+//! parent's time and fuel; the fuel the child used is then taken from the parent. The child's
+//! record goes into a sink shared with the parent's record, so it survives the parent trapping.
 
 use super::{Broker, Capability, Refusal};
 use crate::dispatch::bindings::vak::tool::invoke::{ChildRun, Host};
@@ -95,15 +95,24 @@ impl Host for Broker {
             requirements: Vec::new(),
             renderer: crate::projection::RendererCaps::markdown(),
         };
+        // Carved out of what the parent has left (as of its last epoch tick).
+        let fuel_left = self
+            .fuel
+            .remaining
+            .load(std::sync::atomic::Ordering::SeqCst);
         let cap = ChildCap {
             parent_depth: link.depth,
-            fuel: link.fuel_cap,
+            fuel: link.fuel_cap.min(fuel_left),
             wall_time_ms: left,
         };
         let child = link
             .host
             .call_child(&link.session, proposal, self.call_id.clone(), cap)
             .await;
+        // Charged back: the parent loses what the child used, at its next epoch tick.
+        self.fuel
+            .debit
+            .fetch_add(child.usage.fuel, std::sync::atomic::Ordering::SeqCst);
         let result_digest = child.result.as_ref().map(|r| r.digest.clone());
         let outcome = json!({
             "child_call_id": child.call_id,

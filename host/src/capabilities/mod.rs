@@ -194,6 +194,8 @@ pub struct Broker {
     pub(crate) log: log::LogBuffer,
     /// Set for calls (not for `describe`): how a child run reaches the host.
     pub(crate) child: Option<invoke::ChildLink>,
+    /// The call's fuel as the epoch callback sees it.
+    pub(crate) fuel: Arc<crate::dispatch::state::FuelShare>,
 }
 
 /// Why the broker refused a request before carrying it out.
@@ -213,6 +215,7 @@ impl Broker {
             receipts: ReceiptSink::default(),
             log: log::LogBuffer::default(),
             child: None,
+            fuel: Arc::default(),
         }
     }
 

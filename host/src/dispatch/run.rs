@@ -2,14 +2,15 @@
 
 use super::bindings::SandboxedToolPre;
 use super::bindings::vak::tool::types as wit;
-use super::engine::{EPOCH_TICK, Runtime};
+use super::engine::Runtime;
 use super::state::{CallState, LimitTrap};
 use crate::capabilities::{Broker, Receipt};
 use crate::record::{Limits, Logs, Usage};
 use crate::stage::{Stage, StageError};
 use serde_json::json;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use wasmtime::{Store, Trap};
+use wasmtime::{Store, Trap, UpdateDeadline};
 
 /// What the guest's `call` returned.
 #[derive(Debug)]
@@ -116,6 +117,7 @@ impl Runtime {
         limits: &Limits,
     ) -> DispatchReport {
         let receipts = broker.receipts.clone();
+        let fuel = broker.fuel.clone();
         self.instances
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut store = Store::new(&self.engine, CallState::new(broker, limits.memory_bytes));
@@ -124,8 +126,27 @@ impl Runtime {
         // Fuel and the epoch deadline are set before instantiation: start-up code is metered too.
         let setup = store.set_fuel(limits.fuel);
         let wall = Duration::from_millis(limits.wall_time_ms);
-        store.set_epoch_deadline(wall.as_millis().div_ceil(EPOCH_TICK.as_millis()) as u64 + 1);
-        store.epoch_deadline_trap();
+        // Every tick: apply fuel debits from child runs, publish what is left, stop at the deadline.
+        fuel.remaining.store(limits.fuel, Ordering::SeqCst);
+        let share = fuel.clone();
+        let deadline = started + wall;
+        store.epoch_deadline_callback(move |mut ctx| {
+            let mut left = ctx.get_fuel()?;
+            let debit = share.debit.swap(0, Ordering::SeqCst);
+            if debit > 0 {
+                let taken = debit.min(left);
+                left -= taken;
+                ctx.set_fuel(left)?;
+                share.debited.fetch_add(taken, Ordering::SeqCst);
+            }
+            share.remaining.store(left, Ordering::SeqCst);
+            Ok(if Instant::now() >= deadline {
+                UpdateDeadline::Interrupt
+            } else {
+                UpdateDeadline::Continue(1)
+            })
+        });
+        store.set_epoch_deadline(1);
 
         let _ticking = self.ticker.activate();
         let result = match setup {
@@ -165,8 +186,12 @@ impl Runtime {
         let wall_ns = started.elapsed().as_nanos() as u64;
         let fuel_left = store.get_fuel().unwrap_or(0);
         let state = store.data();
+        // The call's own consumption: what child runs used is in their own records.
         let usage = Usage {
-            fuel: limits.fuel.saturating_sub(fuel_left),
+            fuel: limits
+                .fuel
+                .saturating_sub(fuel_left)
+                .saturating_sub(fuel.debited.load(Ordering::SeqCst)),
             wall_ns,
             memory_bytes: state.limiter.memory_peak as u64,
             result_bytes: 0,

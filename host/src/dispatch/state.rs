@@ -14,6 +14,19 @@ pub const MAX_CAPTURE_BYTES: usize = 64 << 10;
 /// Table elements any one table may grow to.
 pub const MAX_TABLE_ELEMENTS: usize = 100_000;
 
+/// The fuel of a running call, shared with its broker: the epoch callback publishes what is left
+/// and applies debits (the fuel its child runs used), so a child's budget is carved out of what
+/// the parent has left and charged back to it.
+#[derive(Debug, Default)]
+pub struct FuelShare {
+    /// Fuel left at the last epoch tick.
+    pub remaining: std::sync::atomic::AtomicU64,
+    /// Fuel to take from the call at the next tick.
+    pub debit: std::sync::atomic::AtomicU64,
+    /// Fuel already taken that way (not the call's own consumption).
+    pub debited: std::sync::atomic::AtomicU64,
+}
+
 /// The store data of one call.
 pub struct CallState {
     pub(crate) wasi: WasiCtx,
