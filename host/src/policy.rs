@@ -275,48 +275,15 @@ impl ToolGrant {
         };
         match scope {
             Scope::Unscoped => Ok(()),
-            Scope::Http(h) => {
-                let missing: Vec<&str> = scopes
-                    .iter()
-                    .filter(|s| !h.origins.iter().any(|o| &o.text == *s))
-                    .map(String::as_str)
-                    .collect();
-                if missing.is_empty() {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "`http` is claimed for origins {missing:?}, which the policy does not grant"
-                    ))
-                }
-            }
+            Scope::Http(h) => outside(scopes, "http", "origins", |s| {
+                h.origins.iter().any(|o| o.text == s)
+            }),
             Scope::Tools(tools) => {
-                let missing: Vec<&str> = scopes
-                    .iter()
-                    .filter(|s| !tools.contains(s))
-                    .map(String::as_str)
-                    .collect();
-                if missing.is_empty() {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "`invoke` is claimed for tools {missing:?}, which the policy does not grant"
-                    ))
-                }
+                outside(scopes, "invoke", "tools", |s| tools.iter().any(|t| t == s))
             }
-            Scope::Roots(roots) => {
-                let missing: Vec<&str> = scopes
-                    .iter()
-                    .filter(|s| !roots.iter().any(|r| &r.name == *s))
-                    .map(String::as_str)
-                    .collect();
-                if missing.is_empty() {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "`workspace` is claimed for roots {missing:?}, which the policy does not grant"
-                    ))
-                }
-            }
+            Scope::Roots(roots) => outside(scopes, "workspace", "roots", |s| {
+                roots.iter().any(|r| r.name == s)
+            }),
             Scope::Zones(ZoneScope::Any) => Ok(()),
             Scope::Zones(ZoneScope::Only(zones)) => {
                 let outside: Vec<&str> = scopes
@@ -438,6 +405,27 @@ impl Policy {
     /// The grant for `tool`, if the policy names it.
     pub fn grant(&self, tool: &str) -> Option<&Arc<ToolGrant>> {
         self.tools.get(tool)
+    }
+}
+
+/// `Err` naming the claimed scopes that `granted` does not cover.
+fn outside(
+    claimed: &[String],
+    capability: &str,
+    what: &str,
+    granted: impl Fn(&str) -> bool,
+) -> Result<(), String> {
+    let missing: Vec<&str> = claimed
+        .iter()
+        .map(String::as_str)
+        .filter(|s| !granted(s))
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{capability}` is claimed for {what} {missing:?}, which the policy does not grant"
+        ))
     }
 }
 
