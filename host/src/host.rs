@@ -547,7 +547,13 @@ impl Host {
                 record.status = Status::ToolError;
                 return;
             }
-            GuestReturn::Described(_) => return,
+            // `dispatch` answers `Entry::Call` with a call's return only; anything else is ours.
+            GuestReturn::Described(_) => {
+                let fault = crate::DispatchError::HostFault {
+                    message: "the dispatch stage returned a descriptor for a call".into(),
+                };
+                return record.stop(CallError::from(&fault), t.elapsed());
+            }
         };
         match collected {
             Ok(r) => {

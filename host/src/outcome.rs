@@ -276,14 +276,13 @@ fn evaluate_one(
             let findings = p["findings"].as_array().cloned().unwrap_or_default();
             let mut backing = Vec::new();
             let mut uncited = Vec::new();
-            for (i, f) in findings.iter().enumerate() {
+            for i in 0..findings.len() {
                 let pointer = format!("/findings/{i}/claim");
                 let b = supported_for(evidence, &pointer, &["cited"]);
                 if b.is_empty() {
                     uncited.push(i.to_string());
                 }
                 backing.extend(b);
-                let _ = f;
             }
             if findings.is_empty() {
                 (Decision::Unmet, backing, "there are no findings".into())

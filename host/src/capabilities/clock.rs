@@ -59,19 +59,8 @@ impl Broker {
 
 impl Host for Broker {
     async fn now(&mut self, zone: String) -> Result<Reading, CapabilityError> {
-        if self.receipts.full() {
-            self.receipts.issue(
-                &self.call_id,
-                Capability::Clock,
-                "now",
-                json!({}),
-                json!({}),
-                false,
-            );
-            return Err(CapabilityError::Failed(format!(
-                "this call reached its limit of {} brokered effects",
-                super::MAX_RECEIPTS_PER_CALL
-            )));
+        if let Some(e) = self.out_of_receipts() {
+            return Err(e);
         }
         let request = json!({ "zone": zone });
         match self.clock_now(&zone) {

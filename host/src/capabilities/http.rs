@@ -332,11 +332,8 @@ impl Host for Broker {
         let mut origin_of_first: Option<url::Origin> = None;
         for hop in 0..=MAX_REDIRECTS {
             let receipt_request = json!({ "method": method, "url": url_text, "hop": hop });
-            if self.receipts.full() {
-                return Err(CapabilityError::Failed(format!(
-                    "this call reached its limit of {} brokered effects",
-                    super::MAX_RECEIPTS_PER_CALL
-                )));
+            if let Some(e) = self.out_of_receipts() {
+                return Err(e);
             }
             // Authorization and revocation are checked again at every hop.
             let attempt = async {

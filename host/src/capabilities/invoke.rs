@@ -48,11 +48,8 @@ impl Host for Broker {
             );
             e
         };
-        if self.receipts.full() {
-            return Err(CapabilityError::Failed(format!(
-                "this call reached its limit of {} brokered effects",
-                super::MAX_RECEIPTS_PER_CALL
-            )));
+        if let Some(e) = self.out_of_receipts() {
+            return Err(e);
         }
         let grant = match self.authorize(Capability::Invoke) {
             Ok(g) => g,

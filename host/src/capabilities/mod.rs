@@ -105,7 +105,6 @@ pub const MAX_RECEIPTS_PER_CALL: usize = 4096;
 #[derive(Debug, Clone, Default)]
 pub struct ReceiptSink {
     inner: Arc<Mutex<Vec<Receipt>>>,
-    refused: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl ReceiptSink {
@@ -139,8 +138,6 @@ impl ReceiptSink {
     ) -> Option<String> {
         let mut receipts = self.lock();
         if receipts.len() >= MAX_RECEIPTS_PER_CALL {
-            self.refused
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return None;
         }
         let id = format!("{call_id}/{}", receipts.len() + 1);
@@ -161,11 +158,6 @@ impl ReceiptSink {
     /// Whether the call has used up its receipts: a capability must refuse before acting.
     pub fn full(&self) -> bool {
         self.lock().len() >= MAX_RECEIPTS_PER_CALL
-    }
-
-    /// Requests refused because the call had used up its receipts.
-    pub fn refused_for_limit(&self) -> u64 {
-        self.refused.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// All receipts issued so far.
@@ -234,6 +226,18 @@ impl Broker {
         self.revocations = Some(revocations);
         self.principal = principal;
         self
+    }
+
+    /// The refusal every capability gives once the call holds [`MAX_RECEIPTS_PER_CALL`] receipts:
+    /// an effect that could not be recorded is not carried out.
+    pub(crate) fn out_of_receipts(
+        &self,
+    ) -> Option<crate::dispatch::bindings::vak::tool::types::CapabilityError> {
+        self.receipts.full().then(|| {
+            crate::dispatch::bindings::vak::tool::types::CapabilityError::Failed(format!(
+                "this call reached its limit of {MAX_RECEIPTS_PER_CALL} brokered effects"
+            ))
+        })
     }
 
     /// The grant of `capability` for this call, or why it is not available now.

@@ -117,21 +117,12 @@ impl Broker {
         );
         e
     }
-
-    fn full(&self) -> Option<CapabilityError> {
-        self.receipts.full().then(|| {
-            CapabilityError::Failed(format!(
-                "this call reached its limit of {} brokered effects",
-                super::MAX_RECEIPTS_PER_CALL
-            ))
-        })
-    }
 }
 
 impl Host for Broker {
     async fn read(&mut self, root: String, path: String) -> Result<FileRead, CapabilityError> {
         let request = json!({ "root": root, "path": path });
-        if let Some(e) = self.full() {
+        if let Some(e) = self.out_of_receipts() {
             return Err(e);
         }
         let read = (|| {
@@ -183,7 +174,7 @@ impl Host for Broker {
         let sha256 = crate::digest::sha256_hex(&content);
         let request =
             json!({ "root": root, "path": path, "size": content.len(), "sha256": sha256 });
-        if let Some(e) = self.full() {
+        if let Some(e) = self.out_of_receipts() {
             return Err(e);
         }
         let written = (|| {
@@ -230,7 +221,7 @@ impl Host for Broker {
 
     async fn list(&mut self, root: String, path: String) -> Result<Listing, CapabilityError> {
         let request = json!({ "root": root, "path": path });
-        if let Some(e) = self.full() {
+        if let Some(e) = self.out_of_receipts() {
             return Err(e);
         }
         let listed = (|| {
