@@ -13,6 +13,9 @@ fn main() {
         ("fetcher", "vak-guest-fetcher"),
         ("parent", "vak-guest-parent"),
         ("echo", "vak-guest-echo"),
+        ("conf_simple_text", "vak-guest-conf-simple-text"),
+        ("conf_error_handling", "vak-guest-conf-error-handling"),
+        ("conf_progress", "vak-guest-conf-progress"),
     ];
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let dir = out.join("guests");

@@ -359,6 +359,7 @@ impl Runtime {
                 Broker::new(format!("admission:{}", &exam.digest[..12]), None),
                 Entry::Describe,
                 &DESCRIBE_LIMITS,
+                &tokio_util::sync::CancellationToken::new(),
             )
             .await;
         let raw = match report.outcome {

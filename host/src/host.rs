@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// Why the permission stage refused a call.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -276,7 +277,21 @@ impl Session {
 
     /// Run one proposal through the whole lifecycle, charged to this session.
     pub async fn call(&self, proposal: Proposal) -> CallRecord {
-        self.host.call_in(self, proposal).await
+        self.host
+            .call_with(self, proposal, None, CancellationToken::new())
+            .await
+    }
+
+    /// [`Session::call`], ended early when `cancel` fires: a running guest is stopped at once (at
+    /// its next epoch tick, or while it waits in a host call), its child runs with it, and the
+    /// record says `cancelled` at the stage where the call was. Dropping the future of
+    /// [`Session::call`] also stops the guest, but leaves no record; cancel with a token instead.
+    pub async fn call_cancellable(
+        &self,
+        proposal: Proposal,
+        cancel: CancellationToken,
+    ) -> CallRecord {
+        self.host.call_with(self, proposal, None, cancel).await
     }
 }
 
@@ -321,6 +336,11 @@ impl Host {
         &self.inner.policy
     }
 
+    /// The payload schemas this host checks payloads against.
+    pub fn registry(&self) -> &crate::registry::Registry {
+        &self.inner.registry
+    }
+
     /// The engine, AOT cache and linkers.
     pub fn runtime(&self) -> &Runtime {
         &self.inner.runtime
@@ -361,10 +381,6 @@ impl Host {
         self.session(None).call(proposal).await
     }
 
-    async fn call_in(&self, session: &Session, proposal: Proposal) -> CallRecord {
-        self.call_with(session, proposal, None).await
-    }
-
     /// A child run started by call `parent` through `invoke`. Boxed: the lifecycle runs inside
     /// the lifecycle of the parent.
     pub(crate) fn call_child<'a>(
@@ -374,7 +390,8 @@ impl Host {
         parent: String,
         cap: ChildCap,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = CallRecord> + Send + 'a>> {
-        Box::pin(self.call_with(session, proposal, Some((parent, cap))))
+        let cancel = cap.cancel.child_token();
+        Box::pin(self.call_with(session, proposal, Some((parent, cap)), cancel))
     }
 
     async fn call_with(
@@ -382,6 +399,7 @@ impl Host {
         session: &Session,
         proposal: Proposal,
         child: Option<(String, ChildCap)>,
+        cancel: CancellationToken,
     ) -> CallRecord {
         let mut record = CallRecord::new(
             proposal.call_id.clone(),
@@ -396,21 +414,20 @@ impl Host {
             record.depth = cap.parent_depth + 1;
             cap
         });
-        self.run(session, &proposal, &mut record, cap).await;
+        self.run(session, &proposal, &mut record, cap, &cancel)
+            .await;
         if matches!(record.status, Status::ToolError | Status::Failed) {
             record.outcome = serde_json::json!({ "label": "failed", "payload_passed": false, "requirements": [] });
         }
         self.inner.key.sign(&mut record);
         if let Some(journal) = &self.inner.journal {
             // Committed before the call returns: an acknowledged call always has its record.
-            let journal = journal.clone();
-            let copy = record.clone();
-            let appended = tokio::task::spawn_blocking(move || journal.append(&copy)).await;
-            record.journaled = Some(match appended {
-                Ok(Ok(entry)) => Ok(entry),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(e) => Err(format!("the journal task failed: {e}")),
-            });
+            record.journaled = Some(
+                journal
+                    .append_async(&record)
+                    .await
+                    .map_err(|e| e.to_string()),
+            );
             if let Some(Err(e)) = &record.journaled {
                 tracing::error!(call_id = %record.call_id, error = %e, "the record could not be journaled");
             }
@@ -433,6 +450,7 @@ impl Host {
         proposal: &Proposal,
         record: &mut CallRecord,
         cap: Option<ChildCap>,
+        cancel: &CancellationToken,
     ) {
         // proposal → one neutral call of a known tool
         let t = Instant::now();
@@ -479,7 +497,7 @@ impl Host {
         let t = Instant::now();
         let ceiling = budget::engine_ceiling(self.inner.runtime.settings.max_memory_bytes);
         let mut wanted = budget::admit(&tool.descriptor.claims.budget, &tool.grant.caps, &ceiling);
-        if let Some(cap) = cap {
+        if let Some(cap) = &cap {
             // A child run lives within its parent: the parent's fuel, what is left of its time.
             wanted.fuel = wanted.fuel.min(cap.fuel);
             wanted.wall_time_ms = wanted.wall_time_ms.min(cap.wall_time_ms);
@@ -515,11 +533,18 @@ impl Host {
                 deadline: Instant::now() + std::time::Duration::from_millis(limits.wall_time_ms),
                 fuel_cap: limits.fuel,
                 records: children.clone(),
+                cancel: cancel.clone(),
             });
         let mut report = self
             .inner
             .runtime
-            .dispatch(&tool.pre, broker, Entry::Call(&proposal.arguments), &limits)
+            .dispatch(
+                &tool.pre,
+                broker,
+                Entry::Call(&proposal.arguments),
+                &limits,
+                cancel,
+            )
             .await;
         if let Ok(GuestReturn::Completed(r)) = &report.outcome {
             report.usage.result_bytes = result::result_size(r);

@@ -2,12 +2,18 @@
 //! entry carries the hash of the previous one), committed before the call is acknowledged. WAL
 //! mode; `Durability::Synced` also syncs every commit to disk. `verify` walks the chain and the
 //! records' host signatures and names the first entry that does not check out.
+//!
+//! Appends go through one writer thread with group commit: the writer takes every record waiting
+//! when it becomes free and commits them in one transaction, then answers each caller. An idle
+//! journal commits one record at once; a busy one pays one commit (and, when synced, one disk
+//! flush) per batch instead of per call. No caller hears back before its record is committed.
 
 use crate::record::CallRecord;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::mpsc;
 
 /// How hard a commit tries to reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,21 +24,18 @@ pub enum Durability {
     Synced,
 }
 
+/// The most records one group commit takes.
+pub const MAX_BATCH: usize = 512;
+
 /// Why the journal failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum JournalError {
-    #[error("journal {path}: {source}")]
-    Sqlite {
-        path: String,
-        #[source]
-        source: rusqlite::Error,
-    },
-    #[error("journal {path}: cannot create its folder: {source}")]
-    Folder {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("journal {path}: {message}")]
+    Sqlite { path: String, message: String },
+    #[error("journal {path}: cannot create its folder: {message}")]
+    Folder { path: String, message: String },
+    #[error("journal {path}: the writer has stopped")]
+    WriterGone { path: String },
 }
 
 /// One journal entry's place in the chain.
@@ -74,10 +77,33 @@ pub struct Verification {
     pub first_bad: Option<(i64, String)>,
 }
 
+/// Group-commit figures since the journal was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CommitStats {
+    pub records: u64,
+    pub commits: u64,
+}
+
+/// A record on its way to the writer.
+struct Pending {
+    text: String,
+    call_id: String,
+    tool: String,
+    status: &'static str,
+    stage: &'static str,
+    principal: Option<String>,
+    received_at: String,
+    reply: tokio::sync::oneshot::Sender<Result<Entry, JournalError>>,
+}
+
 /// An open journal.
 pub struct Journal {
     path: PathBuf,
-    conn: Mutex<Connection>,
+    /// For reads (`list`, `show`, `verify`); WAL lets them run beside the writer.
+    reader: Mutex<Connection>,
+    writer: Mutex<Option<mpsc::Sender<Pending>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    stats: std::sync::Arc<Mutex<CommitStats>>,
 }
 
 const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -86,99 +112,141 @@ fn chain_hash(prev: &str, seq: i64, record: &str) -> String {
     crate::digest::sha256_hex(format!("{prev}\n{seq}\n{record}").as_bytes())
 }
 
+fn sqlite(path: &Path) -> impl Fn(rusqlite::Error) -> JournalError + '_ {
+    move |e| JournalError::Sqlite {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+fn connect(path: &Path, durability: Durability) -> Result<Connection, JournalError> {
+    let err = sqlite(path);
+    let conn = Connection::open(path).map_err(&err)?;
+    let sync = match durability {
+        Durability::Committed => "NORMAL",
+        Durability::Synced => "FULL",
+    };
+    conn.execute_batch(&format!(
+        "PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = {sync};
+         PRAGMA busy_timeout = 5000;"
+    ))
+    .map_err(&err)?;
+    Ok(conn)
+}
+
 impl Journal {
     /// Open (or create) the journal at `path`.
     pub fn open(path: &Path, durability: Durability) -> Result<Journal, JournalError> {
         let shown = path.display().to_string();
-        let err = |source| JournalError::Sqlite {
-            path: shown.clone(),
-            source,
-        };
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| JournalError::Folder {
+            std::fs::create_dir_all(dir).map_err(|e| JournalError::Folder {
                 path: shown.clone(),
-                source,
+                message: e.to_string(),
             })?;
         }
-        let conn = Connection::open(path).map_err(err)?;
-        let sync = match durability {
-            Durability::Committed => "NORMAL",
-            Durability::Synced => "FULL",
+        let writer_conn = connect(path, durability)?;
+        writer_conn
+            .execute_batch(
+                "CREATE TABLE IF NOT EXISTS records (
+                     seq INTEGER PRIMARY KEY,
+                     call_id TEXT NOT NULL,
+                     tool TEXT NOT NULL,
+                     status TEXT NOT NULL,
+                     stage TEXT NOT NULL,
+                     principal TEXT,
+                     received_at TEXT NOT NULL,
+                     record TEXT NOT NULL,
+                     prev_hash TEXT NOT NULL,
+                     hash TEXT NOT NULL
+                 );
+                 CREATE INDEX IF NOT EXISTS records_call ON records(call_id);",
+            )
+            .map_err(sqlite(path))?;
+        let reader = connect(path, durability)?;
+        let (tx, rx) = mpsc::channel();
+        let stats = std::sync::Arc::new(Mutex::new(CommitStats::default()));
+        let writer = Writer {
+            path: path.to_path_buf(),
+            conn: writer_conn,
+            stats: stats.clone(),
         };
-        conn.execute_batch(&format!(
-            "PRAGMA journal_mode = WAL;
-             PRAGMA synchronous = {sync};
-             PRAGMA busy_timeout = 5000;
-             CREATE TABLE IF NOT EXISTS records (
-                 seq INTEGER PRIMARY KEY,
-                 call_id TEXT NOT NULL,
-                 tool TEXT NOT NULL,
-                 status TEXT NOT NULL,
-                 stage TEXT NOT NULL,
-                 principal TEXT,
-                 received_at TEXT NOT NULL,
-                 record TEXT NOT NULL,
-                 prev_hash TEXT NOT NULL,
-                 hash TEXT NOT NULL
-             );
-             CREATE INDEX IF NOT EXISTS records_call ON records(call_id);"
-        ))
-        .map_err(err)?;
+        let thread = std::thread::Builder::new()
+            .name("vak-journal".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| JournalError::Sqlite {
+                path: shown.clone(),
+                message: format!("cannot start the writer thread: {e}"),
+            })?;
         Ok(Journal {
             path: path.to_path_buf(),
-            conn: Mutex::new(conn),
+            reader: Mutex::new(reader),
+            writer: Mutex::new(Some(tx)),
+            thread: Mutex::new(Some(thread)),
+            stats,
         })
     }
 
     fn err(&self, source: rusqlite::Error) -> JournalError {
-        JournalError::Sqlite {
-            path: self.path.display().to_string(),
-            source,
-        }
+        sqlite(&self.path)(source)
     }
 
-    /// Append `record` and commit; returns its place in the chain.
-    pub fn append(&self, record: &CallRecord) -> Result<Entry, JournalError> {
-        let text = serde_json::to_string(record).unwrap_or_default();
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
-        let last: Option<(i64, String)> = tx
-            .query_row(
-                "SELECT seq, hash FROM records ORDER BY seq DESC LIMIT 1",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .map_err(|e| self.err(e))?;
-        let (seq, prev) = match last {
-            Some((s, h)) => (s + 1, h),
-            None => (1, GENESIS.to_string()),
+    fn submit(
+        &self,
+        record: &CallRecord,
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<Entry, JournalError>>, JournalError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let pending = Pending {
+            // A record holds only strings, numbers and JSON values: it always serializes.
+            text: serde_json::to_string(record).unwrap_or_default(),
+            call_id: record.call_id.clone(),
+            tool: record.tool.clone(),
+            status: record.status.as_str(),
+            stage: record.stage.as_str(),
+            principal: record.principal.clone(),
+            received_at: record.received_at.clone(),
+            reply,
         };
-        let hash = chain_hash(&prev, seq, &text);
-        tx.execute(
-            "INSERT INTO records (seq, call_id, tool, status, stage, principal, received_at, record, prev_hash, hash)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            params![
-                seq,
-                record.call_id,
-                record.tool,
-                record.status.as_str(),
-                record.stage.as_str(),
-                record.principal,
-                record.received_at,
-                text,
-                prev,
-                hash
-            ],
-        )
-        .map_err(|e| self.err(e))?;
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(Entry { seq, hash })
+        let gone = || JournalError::WriterGone {
+            path: self.path.display().to_string(),
+        };
+        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        writer
+            .as_ref()
+            .ok_or_else(gone)?
+            .send(pending)
+            .map_err(|_| gone())?;
+        Ok(answer)
+    }
+
+    /// Append `record`; returns its place in the chain once it is committed.
+    pub async fn append_async(&self, record: &CallRecord) -> Result<Entry, JournalError> {
+        let answer = self.submit(record)?;
+        answer.await.unwrap_or_else(|_| {
+            Err(JournalError::WriterGone {
+                path: self.path.display().to_string(),
+            })
+        })
+    }
+
+    /// Append `record` and wait for its commit (blocking the thread; not for async code).
+    pub fn append(&self, record: &CallRecord) -> Result<Entry, JournalError> {
+        let answer = self.submit(record)?;
+        answer.blocking_recv().unwrap_or_else(|_| {
+            Err(JournalError::WriterGone {
+                path: self.path.display().to_string(),
+            })
+        })
+    }
+
+    /// Records and commits so far (records / commits is the mean batch size).
+    pub fn commit_stats(&self) -> CommitStats {
+        *self.stats.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Entries matching `filter`, newest first.
     pub fn list(&self, filter: &Filter) -> Result<Vec<Listed>, JournalError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = self.reader.lock().unwrap_or_else(|p| p.into_inner());
         let mut stmt = conn
             .prepare(
                 "SELECT seq, call_id, tool, status, stage, principal, received_at FROM records
@@ -216,7 +284,7 @@ impl Journal {
 
     /// The record of `call_id`, as stored.
     pub fn show(&self, call_id: &str) -> Result<Option<String>, JournalError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = self.reader.lock().unwrap_or_else(|p| p.into_inner());
         conn.query_row(
             "SELECT record FROM records WHERE call_id = ?1 ORDER BY seq DESC LIMIT 1",
             [call_id],
@@ -229,7 +297,7 @@ impl Journal {
     /// Walk the chain: each entry's link to the previous one, its hash, and its record's
     /// signature (against `trusted` when given).
     pub fn verify(&self, trusted: Option<&str>) -> Result<Verification, JournalError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = self.reader.lock().unwrap_or_else(|p| p.into_inner());
         let mut stmt = conn
             .prepare("SELECT seq, call_id, record, prev_hash, hash FROM records ORDER BY seq")
             .map_err(|e| self.err(e))?;
@@ -274,6 +342,127 @@ impl Journal {
             entries,
             first_bad: None,
         })
+    }
+}
+
+impl Drop for Journal {
+    /// Close the channel and let the writer commit what it holds before the journal goes.
+    fn drop(&mut self) {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The writer thread's state: the only connection that writes.
+struct Writer {
+    path: PathBuf,
+    conn: Connection,
+    stats: std::sync::Arc<Mutex<CommitStats>>,
+}
+
+impl Writer {
+    fn run(mut self, rx: mpsc::Receiver<Pending>) {
+        let mut last = self.last();
+        while let Ok(first) = rx.recv() {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(p) => batch.push(p),
+                    Err(_) => break,
+                }
+            }
+            let (start_seq, start_prev) = match &last {
+                Ok(l) => l.clone(),
+                Err(e) => {
+                    // The chain's head is unknown: write nothing rather than fork the chain.
+                    for p in batch {
+                        let _ = p.reply.send(Err(e.clone()));
+                    }
+                    last = self.last();
+                    continue;
+                }
+            };
+            match self.commit(&batch, start_seq, &start_prev) {
+                Ok(entries) => {
+                    if let Some(e) = entries.last() {
+                        last = Ok((e.seq, e.hash.clone()));
+                    }
+                    if let Ok(mut s) = self.stats.lock() {
+                        s.records += batch.len() as u64;
+                        s.commits += 1;
+                    }
+                    for (p, e) in batch.into_iter().zip(entries) {
+                        let _ = p.reply.send(Ok(e));
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, records = batch.len(), "journal commit failed");
+                    for p in batch {
+                        let _ = p.reply.send(Err(e.clone()));
+                    }
+                    // The transaction rolled back: read the head again.
+                    last = self.last();
+                }
+            }
+        }
+    }
+
+    /// The chain's head: the last entry's sequence number and hash.
+    fn last(&self) -> Result<(i64, String), JournalError> {
+        let found: Option<(i64, String)> = self
+            .conn
+            .query_row(
+                "SELECT seq, hash FROM records ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(sqlite(&self.path))?;
+        Ok(found.unwrap_or((0, GENESIS.to_string())))
+    }
+
+    fn commit(
+        &mut self,
+        batch: &[Pending],
+        mut seq: i64,
+        prev: &str,
+    ) -> Result<Vec<Entry>, JournalError> {
+        let err = sqlite(&self.path);
+        let tx = self.conn.transaction().map_err(&err)?;
+        let mut prev = prev.to_string();
+        let mut entries = Vec::with_capacity(batch.len());
+        {
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO records (seq, call_id, tool, status, stage, principal, received_at, record, prev_hash, hash)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                )
+                .map_err(&err)?;
+            for p in batch {
+                seq += 1;
+                let hash = chain_hash(&prev, seq, &p.text);
+                insert
+                    .execute(params![
+                        seq,
+                        p.call_id,
+                        p.tool,
+                        p.status,
+                        p.stage,
+                        p.principal,
+                        p.received_at,
+                        p.text,
+                        prev,
+                        hash
+                    ])
+                    .map_err(&err)?;
+                prev = hash.clone();
+                entries.push(Entry { seq, hash });
+            }
+        }
+        tx.commit().map_err(&err)?;
+        Ok(entries)
     }
 }
 

@@ -22,6 +22,7 @@ pub mod dispatch;
 pub mod evidence;
 mod host;
 pub mod journal;
+pub mod mcp;
 pub mod outcome;
 pub mod policy;
 pub mod projection;

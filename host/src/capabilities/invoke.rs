@@ -24,14 +24,17 @@ pub(crate) struct ChildLink {
     pub deadline: Instant,
     pub fuel_cap: u64,
     pub records: Arc<Mutex<Vec<CallRecord>>>,
+    /// The parent's cancellation: a child run ends with its parent.
+    pub cancel: tokio_util::sync::CancellationToken,
 }
 
 /// The most a child run may have: what is left of the parent's time, the parent's fuel limit.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct ChildCap {
     pub parent_depth: u32,
     pub fuel: u64,
     pub wall_time_ms: u64,
+    pub cancel: tokio_util::sync::CancellationToken,
 }
 
 impl Host for Broker {
@@ -101,6 +104,7 @@ impl Host for Broker {
             parent_depth: link.depth,
             fuel: link.fuel_cap.min(fuel_left),
             wall_time_ms: left,
+            cancel: link.cancel.clone(),
         };
         let child = link
             .host

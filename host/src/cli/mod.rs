@@ -156,6 +156,22 @@ enum Command {
         #[arg(long, default_value_t = 50)]
         limit: u32,
     },
+    /// Serve the admitted tools over MCP: stdio by default (one connection, one session), or
+    /// streamable HTTP at http://ADDR/mcp with --http (loopback unless --allow-host is given).
+    Serve {
+        /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8080; port 0 picks one and
+        /// prints it on stderr) instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// A Host name clients may use besides localhost/127.0.0.1/::1 (repeatable; required
+        /// to listen on a non-loopback address).
+        #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
+        allow_hosts: Vec<String>,
+        /// A browser origin (scheme://host:port) allowed besides this server's loopback
+        /// origins (repeatable). Requests with any other Origin get 403.
+        #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
+        allow_origins: Vec<String>,
+    },
     /// Make a new signing key: write its seed to FILE (mode 0600) and print its public key.
     Keygen { file: PathBuf },
     /// Show the host at work on the bundled tools: a completed call, a tool error, a limit hit.
@@ -597,6 +613,20 @@ async fn run(cli: Cli) -> ExitCode {
                 ExitCode::from(1)
             }
         },
+        Command::Serve {
+            http,
+            allow_hosts,
+            allow_origins,
+        } => {
+            serve(
+                &host,
+                cli.principal.as_deref(),
+                http,
+                allow_hosts,
+                allow_origins,
+            )
+            .await
+        }
         Command::Demo
         | Command::Audit { .. }
         | Command::Verify { .. }
@@ -605,6 +635,72 @@ async fn run(cli: Cli) -> ExitCode {
         | Command::Revoke { .. }
         | Command::Revocations { .. } => ExitCode::SUCCESS,
     }
+}
+
+async fn serve(
+    host: &Host,
+    principal: Option<&str>,
+    http: Option<std::net::SocketAddr>,
+    allow_hosts: Vec<String>,
+    allow_origins: Vec<String>,
+) -> ExitCode {
+    use vak_host::mcp;
+    let served = match http {
+        None => mcp::serve_stdio(host, principal).await,
+        Some(addr) => {
+            let options = mcp::http::HttpOptions {
+                allow_hosts,
+                allow_origins,
+                principal: principal.map(str::to_string),
+            };
+            match mcp::http::Bound::bind(addr, &options).await {
+                Err(e) => Err(e),
+                Ok(bound) => {
+                    // On stderr: stdout is not ours to write while serving.
+                    eprintln!(
+                        "vak: serving MCP at http://{}{}",
+                        bound.local_addr(),
+                        mcp::http::ENDPOINT
+                    );
+                    let shutdown = tokio_util::sync::CancellationToken::new();
+                    let on_signal = shutdown.clone();
+                    tokio::spawn(async move {
+                        shutdown_signal().await;
+                        on_signal.cancel();
+                    });
+                    bound.serve(host, &options, shutdown).await
+                }
+            }
+        }
+    };
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("vak serve: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(t) => t,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 fn open_journal(state: Option<&PathBuf>) -> Option<Result<vak_host::journal::Journal, String>> {
@@ -766,6 +862,22 @@ fn print_declarations(host: &Host, name: &str) -> ExitCode {
     let Some(provider) = Provider::from_name(name) else {
         return usage_error(format!("unknown provider `{name}`"));
     };
+    if provider == Provider::Mcp {
+        // Exactly what `vak serve` answers to tools/list.
+        return match vak_host::mcp::Catalog::of(host) {
+            Ok(c) => {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&c.to_json()).unwrap_or_default()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("vak: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let mut decls = Vec::new();
     for tool in host.tools() {
         let d = &tool.descriptor;
@@ -777,7 +889,6 @@ fn print_declarations(host: &Host, name: &str) -> ExitCode {
     }
     let doc = match provider {
         Provider::Gemini => serde_json::json!([{ "functionDeclarations": decls }]),
-        Provider::Mcp => serde_json::json!({ "tools": decls }),
         _ => serde_json::Value::Array(decls),
     };
     println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());

@@ -41,6 +41,8 @@ pub enum DispatchError {
     GuestTrapped { trap: String },
     #[error("the tool could not be instantiated: {message}")]
     InstantiationFailed { message: String },
+    #[error("the call was cancelled by its caller and stopped")]
+    Cancelled,
     #[error("the host is at its limit of {limit} concurrent calls; retry shortly")]
     Busy { limit: u32 },
     #[error("host fault during dispatch: {message}")]
@@ -63,15 +65,17 @@ impl StageError for DispatchError {
             DispatchError::GuestExited { .. } => "guest_exited",
             DispatchError::GuestTrapped { .. } => "guest_trapped",
             DispatchError::InstantiationFailed { .. } => "instantiation_failed",
+            DispatchError::Cancelled => "cancelled",
             DispatchError::Busy { .. } => "busy",
             DispatchError::HostFault { .. } => "host_fault",
         }
     }
 
-    /// Only the host's own condition (a full pool) can clear by itself; a guest that ran out of a
-    /// limit or trapped does the same again.
+    /// Only the host's own condition (a full pool) can clear by itself, and a call its caller
+    /// cancelled was stopped for no fault of its own; a guest that ran out of a limit or trapped
+    /// does the same again.
     fn retryable(&self) -> bool {
-        matches!(self, DispatchError::Busy { .. })
+        matches!(self, DispatchError::Busy { .. } | DispatchError::Cancelled)
     }
 
     fn details(&self) -> serde_json::Value {
@@ -115,6 +119,7 @@ impl Runtime {
         broker: Broker,
         entry: Entry<'_>,
         limits: &Limits,
+        cancel: &tokio_util::sync::CancellationToken,
     ) -> DispatchReport {
         let receipts = broker.receipts.clone();
         let fuel = broker.fuel.clone();
@@ -130,6 +135,7 @@ impl Runtime {
         fuel.remaining.store(limits.fuel, Ordering::SeqCst);
         let share = fuel.clone();
         let deadline = started + wall;
+        let cancelled = cancel.clone();
         store.epoch_deadline_callback(move |mut ctx| {
             let mut left = ctx.get_fuel()?;
             let debit = share.debit.swap(0, Ordering::SeqCst);
@@ -140,7 +146,7 @@ impl Runtime {
                 share.debited.fetch_add(taken, Ordering::SeqCst);
             }
             share.remaining.store(left, Ordering::SeqCst);
-            Ok(if Instant::now() >= deadline {
+            Ok(if Instant::now() >= deadline || cancelled.is_cancelled() {
                 UpdateDeadline::Interrupt
             } else {
                 UpdateDeadline::Continue(1)
@@ -177,9 +183,14 @@ impl Runtime {
                     }
                     .map_err(Ending::Call)
                 };
-                match tokio::time::timeout(wall, call).await {
-                    Ok(r) => r,
-                    Err(_) => Err(Ending::Timeout),
+                // Cancellation: the epoch callback stops running wasm code; this stops a guest
+                // waiting inside a host call.
+                tokio::select! {
+                    ended = tokio::time::timeout(wall, call) => match ended {
+                        Ok(r) => r,
+                        Err(_) => Err(Ending::Timeout),
+                    },
+                    () = cancel.cancelled() => Err(Ending::Cancelled),
                 }
             }
         };
@@ -202,7 +213,13 @@ impl Runtime {
             stdout: state.stdout.take(),
             stderr: state.stderr.take(),
         };
-        let outcome = result.map_err(|ending| self.classify(ending, state, limits, &logs));
+        let outcome = result.map_err(|ending| {
+            if cancel.is_cancelled() {
+                // Whatever the guest was doing when it was stopped, the caller stopped it.
+                return DispatchError::Cancelled;
+            }
+            self.classify(ending, state, limits, &logs)
+        });
         drop(store);
         DispatchReport {
             outcome,
@@ -233,6 +250,7 @@ impl Runtime {
             };
         }
         let (error, instantiating) = match ending {
+            Ending::Cancelled => return DispatchError::Cancelled,
             Ending::Timeout => {
                 return DispatchError::DeadlineExceeded {
                     limit_ms: limits.wall_time_ms,
@@ -288,6 +306,7 @@ impl Runtime {
 
 enum Ending {
     Timeout,
+    Cancelled,
     Host(String),
     Instantiate(wasmtime::Error),
     Call(wasmtime::Error),

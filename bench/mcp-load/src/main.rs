@@ -1,0 +1,384 @@
+//! `vak-mcp-load`: drive any MCP server over stdio with `tools/call` and report what the server
+//! adds per call.
+//!
+//! - `sequential`: one call at a time; latency percentiles. With `--floor` the same client first
+//!   measures a canned responder (this binary's `respond` mode, which answers each request line
+//!   with a fixed result), so the server's own time is the difference of the two medians.
+//! - `pipelined`: `--inflight` calls outstanding at once; calls per second.
+//!
+//! On a 2-core VM a ping-pong between processes on different CPUs costs tens of microseconds of
+//! wake-ups; pin both to one CPU for latency (`taskset -c 0 vak-mcp-load …`: the server inherits
+//! the affinity) and leave them unpinned for throughput.
+//!
+//! ```text
+//! vak-mcp-load --floor sequential --calls 2000 -- vak --no-journal serve
+//! vak-mcp-load pipelined --calls 20000 --inflight 32 -- vak serve
+//! ```
+
+use clap::{Parser, Subcommand};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "vak-mcp-load",
+    version,
+    about = "MCP stdio load generator: latency over a floor, throughput"
+)]
+struct Cli {
+    #[command(subcommand)]
+    mode: Mode,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct Target {
+    /// The tool to call.
+    #[arg(long, default_value = "stats")]
+    tool: String,
+    /// Its arguments (a JSON object).
+    #[arg(long, default_value = r#"{"values":[3,1,2]}"#)]
+    args: String,
+    /// Calls to measure.
+    #[arg(long, default_value_t = 2000)]
+    calls: usize,
+    /// Calls before measuring (not counted).
+    #[arg(long, default_value_t = 200)]
+    warmup: usize,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// The server command and its arguments (after `--`).
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Mode {
+    /// One call at a time: latency percentiles (and the floor, with --floor).
+    Sequential {
+        #[command(flatten)]
+        target: Target,
+        /// Measure a canned responder first, and report the server's time over it.
+        #[arg(long)]
+        floor: bool,
+    },
+    /// Many calls in flight: throughput.
+    Pipelined {
+        #[command(flatten)]
+        target: Target,
+        /// Calls outstanding at once.
+        #[arg(long, default_value_t = 32)]
+        inflight: usize,
+    },
+    /// Answer every request line on stdin with a canned result (the floor's server).
+    Respond,
+}
+
+struct Server {
+    child: Child,
+    tx: BufWriter<ChildStdin>,
+    rx: BufReader<ChildStdout>,
+    line: String,
+}
+
+impl Server {
+    fn start(command: &[String]) -> Result<Server, String> {
+        let (program, args) = command.split_first().ok_or("no server command given")?;
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot start {program}: {e}"))?;
+        let tx = BufWriter::new(child.stdin.take().ok_or("no stdin")?);
+        let rx = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        let mut s = Server {
+            child,
+            tx,
+            rx,
+            line: String::new(),
+        };
+        s.send(
+            &json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion":"2025-11-25","capabilities":{},
+            "clientInfo":{"name":"vak-mcp-load","version":env!("CARGO_PKG_VERSION")}}}),
+        )?;
+        s.read()?;
+        s.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))?;
+        Ok(s)
+    }
+
+    fn send(&mut self, v: &Value) -> Result<(), String> {
+        serde_json::to_writer(&mut self.tx, v).map_err(|e| e.to_string())?;
+        self.tx.write_all(b"\n").map_err(|e| e.to_string())?;
+        self.tx
+            .flush()
+            .map_err(|e| format!("the server closed its input: {e}"))
+    }
+
+    /// The next message line (notifications included).
+    fn read(&mut self) -> Result<&str, String> {
+        self.line.clear();
+        let n = self
+            .rx
+            .read_line(&mut self.line)
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the server closed its output".into());
+        }
+        Ok(&self.line)
+    }
+
+    /// Read until the response to `id` (skipping notifications); whether it was a success.
+    fn response(&mut self, id: u64) -> Result<bool, String> {
+        loop {
+            let line = self.read()?;
+            let v: Value =
+                serde_json::from_str(line).map_err(|e| format!("not JSON from the server: {e}"))?;
+            if v["id"] == json!(id) && v.get("method").is_none() {
+                return Ok(v.get("result").is_some_and(|r| r["isError"] != json!(true)));
+            }
+        }
+    }
+}
+
+impl Server {
+    /// Close the server's input (an MCP server exits at EOF) and reap it.
+    fn stop(self) {
+        let Server { mut child, tx, .. } = self;
+        drop(tx);
+        if child.wait_timeout_ms(2000).is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+trait WaitTimeout {
+    fn wait_timeout_ms(&mut self, ms: u64) -> Option<std::process::ExitStatus>;
+}
+
+impl WaitTimeout for Child {
+    fn wait_timeout_ms(&mut self, ms: u64) -> Option<std::process::ExitStatus> {
+        let until = Instant::now() + Duration::from_millis(ms);
+        while Instant::now() < until {
+            if let Ok(Some(status)) = self.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+}
+
+fn request(id: u64, tool: &str, args: &Value) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":args}})
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e6
+}
+
+struct Latency {
+    p50_us: f64,
+    p90_us: f64,
+    p99_us: f64,
+    errors: usize,
+}
+
+fn sequential(command: &[String], t: &Target) -> Result<Latency, String> {
+    let args: Value = serde_json::from_str(&t.args).map_err(|e| format!("--args: {e}"))?;
+    let mut s = Server::start(command)?;
+    let mut errors = 0;
+    let mut times = Vec::with_capacity(t.calls);
+    for i in 0..(t.warmup + t.calls) {
+        let id = i as u64 + 1;
+        let started = Instant::now();
+        s.send(&request(id, &t.tool, &args))?;
+        let ok = s.response(id)?;
+        if i >= t.warmup {
+            times.push(started.elapsed());
+            errors += usize::from(!ok);
+        }
+    }
+    s.stop();
+    times.sort();
+    Ok(Latency {
+        p50_us: percentile(&times, 0.5),
+        p90_us: percentile(&times, 0.9),
+        p99_us: percentile(&times, 0.99),
+        errors,
+    })
+}
+
+fn pipelined(command: &[String], t: &Target, inflight: usize) -> Result<(f64, usize), String> {
+    let args: Value = serde_json::from_str(&t.args).map_err(|e| format!("--args: {e}"))?;
+    let s = Server::start(command)?;
+    let Server { child, tx, rx, .. } = s;
+    let mut tx = tx;
+    let total = t.warmup + t.calls;
+    // The reader counts answers and hands a permit back for each.
+    let (permit_tx, permit_rx) = mpsc::channel::<Result<bool, String>>();
+    let reader = std::thread::spawn(move || {
+        let mut rx = rx;
+        let mut line = String::new();
+        let mut answered = 0;
+        while answered < total {
+            line.clear();
+            match rx.read_line(&mut line) {
+                Ok(0) | Err(_) => {
+                    let _ = permit_tx.send(Err("the server closed its output".into()));
+                    return;
+                }
+                Ok(_) => {}
+            }
+            let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                let _ = permit_tx.send(Err(format!("not JSON from the server: {line}")));
+                return;
+            };
+            if v.get("id").is_some() && v.get("method").is_none() {
+                answered += 1;
+                let ok = v.get("result").is_some_and(|r| r["isError"] != json!(true));
+                if permit_tx.send(Ok(ok)).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let mut sent = 0usize;
+    let mut done = 0usize;
+    let mut errors = 0usize;
+    let mut started = Instant::now();
+    let send = |tx: &mut BufWriter<ChildStdin>, id: usize| -> Result<(), String> {
+        serde_json::to_writer(&mut *tx, &request(id as u64 + 1, &t.tool, &args))
+            .map_err(|e| e.to_string())?;
+        tx.write_all(b"\n").map_err(|e| e.to_string())?;
+        tx.flush().map_err(|e| e.to_string())
+    };
+    while sent < inflight.min(total) {
+        send(&mut tx, sent)?;
+        sent += 1;
+    }
+    while done < total {
+        let ok = permit_rx
+            .recv()
+            .map_err(|_| "the reader stopped".to_string())??;
+        done += 1;
+        if done == t.warmup {
+            started = Instant::now();
+        }
+        if done > t.warmup {
+            errors += usize::from(!ok);
+        }
+        if sent < total {
+            send(&mut tx, sent)?;
+            sent += 1;
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let _ = reader.join();
+    drop(tx);
+    let mut child = child;
+    if child.wait_timeout_ms(2000).is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    Ok((t.calls as f64 / elapsed, errors))
+}
+
+fn respond() -> Result<(), String> {
+    let stdin = std::io::stdin().lock();
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    for line in stdin.lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        let Ok(v) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let Some(id) = v.get("id") else { continue };
+        let reply = if v["method"] == "initialize" {
+            json!({"jsonrpc":"2.0","id":id,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"floor","version":"0"}}})
+        } else {
+            json!({"jsonrpc":"2.0","id":id,"result":{"content":[{"type":"text","text":"canned"}],"isError":false}})
+        };
+        serde_json::to_writer(&mut out, &reply).map_err(|e| e.to_string())?;
+        out.write_all(b"\n").map_err(|e| e.to_string())?;
+        out.flush().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    match cli.mode {
+        Mode::Respond => respond(),
+        Mode::Sequential { target, floor } => {
+            let floor_figures = if floor {
+                let me = std::env::current_exe().map_err(|e| e.to_string())?;
+                let cmd = vec![me.display().to_string(), "respond".to_string()];
+                Some(sequential(&cmd, &target)?)
+            } else {
+                None
+            };
+            let server = sequential(&target.command, &target)?;
+            let added = floor_figures.as_ref().map(|f| server.p50_us - f.p50_us);
+            if target.json {
+                println!(
+                    "{}",
+                    json!({
+                        "mode": "sequential", "calls": target.calls,
+                        "server": {"p50_us": server.p50_us, "p90_us": server.p90_us, "p99_us": server.p99_us, "errors": server.errors},
+                        "floor": floor_figures.as_ref().map(|f| json!({"p50_us": f.p50_us, "p90_us": f.p90_us, "p99_us": f.p99_us})),
+                        "server_added_p50_us": added,
+                    })
+                );
+            } else {
+                if let Some(f) = &floor_figures {
+                    println!(
+                        "floor (canned responder): p50 {:.1} µs  p90 {:.1} µs  p99 {:.1} µs",
+                        f.p50_us, f.p90_us, f.p99_us
+                    );
+                }
+                println!(
+                    "server:                   p50 {:.1} µs  p90 {:.1} µs  p99 {:.1} µs  ({} calls, {} errors)",
+                    server.p50_us, server.p90_us, server.p99_us, target.calls, server.errors
+                );
+                if let Some(a) = added {
+                    println!("server's added time per call (p50 − floor p50): {a:.1} µs");
+                }
+            }
+            Ok(())
+        }
+        Mode::Pipelined { target, inflight } => {
+            let (rate, errors) = pipelined(&target.command, &target, inflight)?;
+            if target.json {
+                println!(
+                    "{}",
+                    json!({"mode": "pipelined", "calls": target.calls, "inflight": inflight, "calls_per_second": rate, "errors": errors})
+                );
+            } else {
+                println!(
+                    "{rate:.0} calls/s with {inflight} in flight ({} calls, {errors} errors)",
+                    target.calls
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("vak-mcp-load: {e}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! `vak serve`: the host as an MCP server (the official `rmcp` SDK, both protocol eras: the
+//! `initialize` handshake of 2025-11-25 and before, and the stateless 2026-07-28 revision).
+//!
+//! The server adds no second contract: `tools/call` hands the raw `arguments` to the same
+//! lifecycle as every other caller ([`crate::Session::call_cancellable`]), so a schema violation
+//! is a tool execution error the model can read and correct (`isError: true`, with pointers),
+//! while an unknown tool is a JSON-RPC error, as the specification asks. Every call, refused or
+//! not, leaves its record (and its journal entry) before the response is sent.
+//!
+//! - One MCP connection (a stdio process, an HTTP session of the handshake era) is one
+//!   [`crate::Session`]: one budget ledger. A stateless 2026-07-28 request has no connection; it
+//!   runs in a session of its own.
+//! - Guest output never reaches the protocol stream: a guest's stdout and stderr are captured
+//!   into its record, and the server's own logs go to stderr.
+//! - A call with a progress token gets `notifications/progress` while it runs; a cancelled
+//!   request stops its guest at once, and the record says `cancelled`.
+
+pub mod http;
+mod result;
+mod tools;
+
+pub use result::{META_PREFIX, call_result};
+pub use tools::declaration;
+
+use crate::{Host, Proposal, Session};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often a running call with a progress token reports progress.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Why `vak serve` could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("a tool declaration is not a valid MCP tool: {0}")]
+    Declaration(String),
+    #[error("the MCP session ended with an error: {0}")]
+    Session(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "refusing to listen on {addr}: it is not a loopback address; pass --allow-host NAME for each host name clients will use"
+    )]
+    NotLoopback { addr: String },
+}
+
+/// The `tools/list` of a host, built once: declarations do not change while the host serves.
+#[derive(Clone)]
+pub struct Catalog {
+    tools: Arc<Vec<Tool>>,
+    /// Tool names whose declaration carries an `outputSchema`.
+    with_output: Arc<std::collections::BTreeSet<String>>,
+}
+
+impl Catalog {
+    /// The declarations of every admitted tool of `host`.
+    pub fn of(host: &Host) -> Result<Catalog, ServeError> {
+        let lookup = |name: &str| host.tool(name);
+        let mut tools = Vec::new();
+        let mut with_output = std::collections::BTreeSet::new();
+        for tool in host.tools() {
+            let decl = declaration(tool, &lookup, host.registry());
+            if decl.get("outputSchema").is_some() {
+                with_output.insert(tool.name().to_string());
+            }
+            tools.push(
+                serde_json::from_value::<Tool>(decl)
+                    .map_err(|e| ServeError::Declaration(format!("{}: {e}", tool.name())))?,
+            );
+        }
+        Ok(Catalog {
+            tools: Arc::new(tools),
+            with_output: Arc::new(with_output),
+        })
+    }
+
+    /// The declarations as JSON (what `tools/list` sends).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({ "tools": *self.tools })
+    }
+}
+
+/// The MCP handler of one connection: one session of the host.
+#[derive(Clone)]
+pub struct VakMcp {
+    session: Session,
+    catalog: Catalog,
+}
+
+impl VakMcp {
+    /// A handler whose calls are charged to a new session on behalf of `principal`.
+    pub fn new(host: &Host, catalog: Catalog, principal: Option<&str>) -> VakMcp {
+        VakMcp {
+            session: host.session(principal),
+            catalog,
+        }
+    }
+
+    /// The session this connection's calls are charged to.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    async fn run_call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        // MCP lets a call without arguments omit them: that is the empty object, not a repair.
+        let arguments = match request.arguments {
+            Some(map) => serde_json::Value::Object(map).to_string(),
+            None => "{}".to_string(),
+        };
+        let mut proposal = Proposal::new(name.clone(), arguments).from_provider("mcp");
+        proposal.renderer = crate::projection::RendererCaps::markdown();
+        // The call runs on a task of its own: should the transport drop this request (a client
+        // gone, a cancellation), the call still finishes promptly and leaves its record.
+        let session = self.session.clone();
+        let cancel = context.ct.clone();
+        let call = tokio::spawn(async move { session.call_cancellable(proposal, cancel).await });
+        let record = match context.meta.get_progress_token() {
+            None => call.await,
+            Some(token) => report_progress(call, &context, token).await,
+        }
+        .map_err(|e| McpError::internal_error(format!("the call task failed: {e}"), None))?;
+        if let Some(Err(e)) = &record.journaled {
+            // An acknowledged call always has its record: without one, the call is not answered
+            // as if it had gone well.
+            return Err(McpError::internal_error(
+                format!("the call's record could not be journaled: {e}"),
+                Some(serde_json::json!({ "call_id": record.call_id })),
+            ));
+        }
+        if record
+            .error
+            .as_ref()
+            .is_some_and(|e| e.kind == "unknown_tool")
+        {
+            return Err(McpError::invalid_params(
+                format!("no tool named `{name}` is served here"),
+                Some(serde_json::json!({
+                    "call_id": record.call_id,
+                    "tools": self.catalog.tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>(),
+                })),
+            ));
+        }
+        let declared_output = self.catalog.with_output.contains(&name);
+        let value = call_result(&record, declared_output);
+        let result: CallToolResult = serde_json::from_value(value).map_err(|e| {
+            McpError::internal_error(format!("cannot encode the result: {e}"), None)
+        })?;
+        Ok(result.into())
+    }
+}
+
+/// Await `call`, sending `notifications/progress` every [`PROGRESS_INTERVAL`]: the progress is
+/// the seconds elapsed (there is no honest total to report before the tool says so).
+async fn report_progress(
+    mut call: tokio::task::JoinHandle<crate::CallRecord>,
+    context: &RequestContext<RoleServer>,
+    token: rmcp::model::ProgressToken,
+) -> Result<crate::CallRecord, tokio::task::JoinError> {
+    let started = Instant::now();
+    let mut tick = tokio::time::interval_at(
+        tokio::time::Instant::now() + PROGRESS_INTERVAL,
+        PROGRESS_INTERVAL,
+    );
+    loop {
+        tokio::select! {
+            done = &mut call => return done,
+            _ = tick.tick() => {
+                let elapsed = started.elapsed().as_secs_f64();
+                let param: Result<ProgressNotificationParam, _> = serde_json::from_value(serde_json::json!({
+                    "progressToken": token,
+                    "progress": elapsed,
+                    "message": format!("running for {elapsed:.1} s"),
+                }));
+                if let Ok(param) = param
+                    && let Err(e) = context.peer.notify_progress(param).await
+                {
+                    tracing::debug!(error = %e, "a progress notification was not sent");
+                }
+            }
+        }
+    }
+}
+
+impl ServerHandler for VakMcp {
+    fn get_info(&self) -> ServerConfig {
+        let mut implementation = Implementation::new("vak", env!("CARGO_PKG_VERSION"));
+        implementation.title = Some("vak: a WebAssembly-sandboxed tool host".into());
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(implementation)
+            .with_instructions(
+                "Every tool runs in a fresh WebAssembly sandbox with only the capabilities its \
+                 policy grants. A result with isError explains which lifecycle stage refused the \
+                 call and whether a retry can help; fix the arguments when it lists schema \
+                 violations. `_meta` carries the call id, the verification label and the host's \
+                 receipts.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let mut list = self.catalog.to_json();
+        // rmcp fills the cache hints for 2026-07-28 peers and strips this for older ones.
+        list["resultType"] = serde_json::json!("complete");
+        serde_json::from_value(list)
+            .map_err(|e| McpError::internal_error(format!("cannot list the tools: {e}"), None))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.run_call(request, context).await
+    }
+}
+
+/// Serve one MCP connection over this process's stdin and stdout until the client closes it.
+pub async fn serve_stdio(host: &Host, principal: Option<&str>) -> Result<(), ServeError> {
+    let handler = VakMcp::new(host, Catalog::of(host)?, principal);
+    let running = handler
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| ServeError::Session(e.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| ServeError::Session(e.to_string()))?;
+    Ok(())
+}

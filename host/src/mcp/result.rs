@@ -1,0 +1,150 @@
+//! A call record as an MCP `tools/call` result.
+//!
+//! - completed: `structuredContent` is the tool's payload, `content` its Markdown document and a
+//!   JSON text copy of the payload (for clients that read only `content`);
+//! - a tool error, a refusal (the schema's violations with their pointers, a denial, a budget)
+//!   or a failure in the sandbox: `isError: true` with a text the model can read and act on;
+//! - always: `_meta` with the call id, status, stage, verification label, requirement outcomes
+//!   and receipts, so a client can cite what the host really observed.
+
+use crate::record::{CallRecord, Status};
+use serde_json::{Value, json};
+
+/// The key prefix of vak's `_meta` entries (MCP reserves reverse-DNS prefixes for vendors).
+pub const META_PREFIX: &str = "dev.vak/";
+
+/// The `CallToolResult` of `record`; `declared_output` says whether the tool's declaration
+/// carries an `outputSchema` (then a payload that did not pass it is not sent as structured
+/// content, and the call is reported as an error of the tool's output contract).
+pub fn call_result(record: &CallRecord, declared_output: bool) -> Value {
+    let meta = meta(record);
+    match record.status {
+        Status::Completed => {
+            let Some(result) = &record.result else {
+                return error_result("the call completed without a result".into(), meta);
+            };
+            let payload = result
+                .payload_json
+                .as_deref()
+                .and_then(|p| serde_json::from_str::<Value>(p).ok());
+            let passed = record.outcome["payload_passed"].as_bool() == Some(true);
+            let mut content = vec![json!({ "type": "text", "text": result.markdown })];
+            if let Some(p) = &payload {
+                content.push(json!({ "type": "text", "text": p.to_string() }));
+            }
+            let mut out = json!({
+                "resultType": "complete",
+                "content": content,
+                "isError": false,
+                "_meta": meta,
+            });
+            match payload {
+                Some(p) if p.is_object() && (passed || !declared_output) => {
+                    out["structuredContent"] = p;
+                }
+                _ if declared_output => {
+                    let why = match &result.payload_schema {
+                        Some(id) => format!(
+                            "the tool's payload does not satisfy its declared payload schema `{id}`; \
+                             its document is kept above"
+                        ),
+                        None => "the tool returned no payload, though it declares an output schema"
+                            .to_string(),
+                    };
+                    out["isError"] = Value::Bool(true);
+                    if let Some(items) = out["content"].as_array_mut() {
+                        items.push(json!({ "type": "text", "text": why }));
+                    }
+                }
+                _ => {}
+            }
+            out
+        }
+        Status::ToolError => {
+            let text = match &record.tool_error {
+                Some(e) => format!("The tool returned an error `{}`: {}", e.code, e.message),
+                None => "The tool returned an error.".to_string(),
+            };
+            error_result(text, meta)
+        }
+        Status::Refused | Status::Failed => error_result(refusal_text(record), meta),
+    }
+}
+
+/// What a model reads when the host refused or stopped a call: the stage, the condition, whether
+/// retrying the same call can help, and the figures (for a schema violation, each offending
+/// value's pointer and the keyword that refused it).
+fn refusal_text(record: &CallRecord) -> String {
+    let Some(e) = &record.error else {
+        return format!(
+            "The call ended as `{}` at the {} stage.",
+            record.status.as_str(),
+            record.stage
+        );
+    };
+    let verb = if record.status == Status::Refused {
+        "refused"
+    } else {
+        "stopped"
+    };
+    let retry = if e.retryable {
+        "retrying the same call may succeed"
+    } else {
+        "retrying the same call will fail the same way"
+    };
+    let mut text = format!(
+        "vak {verb} the call at the {} stage ({}; {retry}): {}",
+        e.stage, e.kind, e.message
+    );
+    if let Some(violations) = e.details["violations"].as_array() {
+        text.push_str("\nViolations:");
+        for v in violations {
+            let at = v["instance"].as_str().unwrap_or("");
+            text.push_str(&format!(
+                "\n- at `{}` (schema `{}`): {}",
+                if at.is_empty() { "/" } else { at },
+                v["keyword"].as_str().unwrap_or(""),
+                v["message"].as_str().unwrap_or("")
+            ));
+        }
+    } else if !e.details.is_null() {
+        text.push_str(&format!("\nDetails: {}", e.details));
+    }
+    text
+}
+
+fn error_result(text: String, meta: Value) -> Value {
+    json!({
+        "resultType": "complete",
+        "content": [{ "type": "text", "text": text }],
+        "isError": true,
+        "_meta": meta,
+    })
+}
+
+fn meta(record: &CallRecord) -> Value {
+    let key = |k: &str| format!("{META_PREFIX}{k}");
+    let mut m = serde_json::Map::new();
+    m.insert(key("call_id"), json!(record.call_id));
+    m.insert(key("status"), json!(record.status.as_str()));
+    m.insert(key("stage"), json!(record.stage.as_str()));
+    m.insert(
+        key("label"),
+        record.outcome.get("label").cloned().unwrap_or(Value::Null),
+    );
+    m.insert(
+        key("requirements"),
+        record
+            .outcome
+            .get("requirements")
+            .cloned()
+            .unwrap_or_else(|| json!([])),
+    );
+    m.insert(key("receipts"), json!(record.all_receipts()));
+    m.insert(key("evidence"), json!(record.evidence));
+    m.insert(key("usage"), json!(record.usage));
+    if let Some(e) = &record.error {
+        m.insert(key("error"), json!(e));
+    }
+    Value::Object(m)
+}
