@@ -236,7 +236,9 @@ impl ServerHandler for VakMcp {
 pub async fn serve_stdio(host: &Host, principal: Option<&str>) -> Result<(), ServeError> {
     let handler = VakMcp::new(host, Catalog::of(host)?, principal);
     let running = handler
-        .serve(rmcp::transport::stdio())
+        // The reactor-driven pipes when stdin/stdout are FIFOs (as MCP clients launch servers):
+        // no thread hand-off per message. Other streams fall back to the blocking handles.
+        .serve(rmcp::transport::stdio_pipes())
         .await
         .map_err(|e| ServeError::Session(e.to_string()))?;
     running
