@@ -42,8 +42,64 @@ fn summarize(name: &str, mut per_op: Vec<u64>, per_round: usize) -> Row {
     }
 }
 
+/// The baseline: a fresh store and instance of the tool's pre-linked component, and a call, on
+/// the same engine and with the same limits as the lifecycle, and nothing else (no proposal,
+/// schema, permission, budget, evidence, outcome, projection, record, signature or journal).
+pub struct RawCall<'a> {
+    tool: &'a crate::AdmittedTool,
+    runtime: &'a crate::dispatch::Runtime,
+    limits: crate::record::Limits,
+    arguments: &'a str,
+}
+
+impl<'a> RawCall<'a> {
+    /// The raw call of `tool` on `host` with `arguments`, under `limits`.
+    pub fn new(
+        host: &'a Host,
+        tool: &str,
+        arguments: &'a str,
+        limits: crate::record::Limits,
+    ) -> Option<RawCall<'a>> {
+        Some(RawCall {
+            tool: host.tool(tool)?,
+            runtime: host.runtime(),
+            limits,
+            arguments,
+        })
+    }
+
+    /// One fresh instance and call.
+    pub async fn once(&self) -> Result<(), String> {
+        let broker = Broker::new("bench".into(), Some(self.tool.grant.clone()));
+        let mut store = Store::new(
+            &self.runtime.engine,
+            CallState::new(broker, self.limits.memory_bytes),
+        );
+        store.limiter(|s| &mut s.limiter);
+        store
+            .set_fuel(self.limits.fuel)
+            .map_err(|e| e.to_string())?;
+        store.set_epoch_deadline(self.limits.wall_time_ms + 1);
+        store.epoch_deadline_trap();
+        let instance = self
+            .tool
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| e.to_string())?;
+        instance
+            .vak_tool_tool()
+            .call_call(&mut store, self.arguments)
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.message)?;
+        Ok(())
+    }
+}
+
 /// Measure `tool` called with `arguments`: raw fresh instance + call, the full vak lifecycle
-/// (journal off: there is none yet), and the schema check alone. Rounds alternate between the
+/// (with the host's journal, if it has one), the schema check alone, and the journal's own cost
+/// per record. Rounds alternate between the
 /// raw and vak loops so that drift in the machine's speed falls on both.
 pub async fn lifecycle_vs_raw(
     host: &Host,
@@ -70,28 +126,17 @@ pub async fn lifecycle_vs_raw(
     let args_value: serde_json::Value =
         serde_json::from_str(arguments).map_err(|e| format!("the arguments are not JSON: {e}"))?;
 
-    let raw_once = || async {
-        let broker = Broker::new("bench".into(), Some(admitted.grant.clone()));
-        let mut store = Store::new(&runtime.engine, CallState::new(broker, limits.memory_bytes));
-        store.limiter(|s| &mut s.limiter);
-        store.set_fuel(limits.fuel).map_err(|e| e.to_string())?;
-        store.set_epoch_deadline(limits.wall_time_ms + 1);
-        store.epoch_deadline_trap();
-        let instance = admitted
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| e.to_string())?;
-        instance
-            .vak_tool_tool()
-            .call_call(&mut store, arguments)
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.message)?;
-        Ok::<(), String>(())
+    let raw_call = RawCall {
+        tool: admitted,
+        runtime,
+        limits,
+        arguments,
     };
+    let raw_once = || raw_call.once();
 
     let (mut raw, mut vak, mut schema) = (Vec::new(), Vec::new(), Vec::new());
+    // Per stage, as each record timed it: where the lifecycle's time goes.
+    let mut stages: std::collections::BTreeMap<crate::Stage, Vec<u64>> = Default::default();
     // Warm-up: the pool's slots, the allocator, the caches.
     for _ in 0..per_round.min(50) {
         raw_once().await?;
@@ -109,6 +154,9 @@ pub async fn lifecycle_vs_raw(
             let r = host.call(Proposal::new(tool, arguments)).await;
             if r.status != Status::Completed {
                 return Err(format!("a benchmark call ended {}", r.status.as_str()));
+            }
+            for s in &r.stages {
+                stages.entry(s.stage).or_default().push(s.elapsed_ns);
             }
         }
         vak.push(per_op(t.elapsed(), per_round));
@@ -137,13 +185,123 @@ pub async fn lifecycle_vs_raw(
         per_round * 100,
     );
     let lifecycle_ratio = vak.median_ns as f64 / raw.median_ns.max(1) as f64;
+    let mut rows = vec![raw, vak];
+    for (stage, times) in stages {
+        rows.push(summarize(
+            &format!("  stage {stage}, as its records timed it"),
+            times,
+            1,
+        ));
+    }
+    rows.push(schema);
+    rows.push(sign_row(host, &first, rounds, per_round));
+    rows.push(serialize_row(&first, rounds, per_round));
+    rows.extend(journal_rows(&first, rounds, per_round).await?);
     Ok(Report {
         tool: tool.to_string(),
         rounds,
         per_round,
-        rows: vec![raw, vak, schema],
+        rows,
         lifecycle_ratio,
     })
+}
+
+/// Signing one record (canonical JSON of the record, then ed25519), as the host does per call.
+fn sign_row(host: &Host, record: &crate::CallRecord, rounds: usize, per_round: usize) -> Row {
+    let mut copy = record.clone();
+    let times = (0..rounds)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..per_round {
+                host.inner_key().sign(std::hint::black_box(&mut copy));
+            }
+            per_op(t.elapsed(), per_round)
+        })
+        .collect();
+    summarize("vak: signing the record alone", times, per_round)
+}
+
+/// Serializing one record to JSON (what signing and the journal each do once).
+fn serialize_row(record: &crate::CallRecord, rounds: usize, per_round: usize) -> Row {
+    let times = (0..rounds)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..per_round {
+                std::hint::black_box(serde_json::to_vec(std::hint::black_box(record)).ok());
+            }
+            per_op(t.elapsed(), per_round)
+        })
+        .collect();
+    summarize("vak: the record as JSON alone", times, per_round)
+}
+
+/// The journal's cost per record, apart from the lifecycle: one append at a time in both
+/// durability modes, and `CONCURRENT` appends at once when synced (group commit shares each disk
+/// flush among the records waiting). Journals are written in a temporary folder, then removed.
+const CONCURRENT: usize = 32;
+
+async fn journal_rows(
+    record: &crate::CallRecord,
+    rounds: usize,
+    per_round: usize,
+) -> Result<Vec<Row>, String> {
+    use crate::journal::{Durability, Journal};
+    let dir = std::env::temp_dir().join(format!("vak-bench-journal-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut rows = Vec::new();
+    for (name, durability, concurrent) in [
+        (
+            "journal: append + commit, one at a time",
+            Durability::Committed,
+            1,
+        ),
+        ("journal: same, synced to disk", Durability::Synced, 1),
+        (
+            "journal: synced, 32 at once (per record)",
+            Durability::Synced,
+            CONCURRENT,
+        ),
+    ] {
+        let path = dir.join(format!(
+            "{}-{concurrent}.sqlite",
+            durability_name(durability)
+        ));
+        let journal =
+            std::sync::Arc::new(Journal::open(&path, durability).map_err(|e| e.to_string())?);
+        let mut times = Vec::new();
+        for _ in 0..rounds {
+            let t = Instant::now();
+            let mut left = per_round;
+            while left > 0 {
+                let batch = left.min(concurrent);
+                let appends = (0..batch).map(|_| journal.append_async(record));
+                for r in futures::future::join_all(appends).await {
+                    r.map_err(|e| e.to_string())?;
+                }
+                left -= batch;
+            }
+            times.push(per_op(t.elapsed(), per_round));
+        }
+        let stats = journal.commit_stats();
+        let mut row = summarize(name, times, per_round);
+        if concurrent > 1 {
+            row.name = format!(
+                "{} ({:.1} per commit)",
+                row.name,
+                stats.records as f64 / stats.commits.max(1) as f64
+            );
+        }
+        rows.push(row);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(rows)
+}
+
+fn durability_name(d: crate::journal::Durability) -> &'static str {
+    match d {
+        crate::journal::Durability::Committed => "committed",
+        crate::journal::Durability::Synced => "synced",
+    }
 }
 
 fn per_op(elapsed: Duration, n: usize) -> u64 {

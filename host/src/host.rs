@@ -355,6 +355,11 @@ impl Host {
             .0
     }
 
+    /// The key that signs this host's records (for `bench`).
+    pub(crate) fn inner_key(&self) -> &HostKey {
+        &self.inner.key
+    }
+
     /// The public half of the key that signs this host's records (hex).
     pub fn public_key(&self) -> String {
         self.inner.key.public_hex()

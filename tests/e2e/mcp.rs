@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use vak_host::mcp::{Catalog, VakMcp};
 use vak_host::{Host, HostBuilder, Policy};
 use vak_tests::mcp::{Client, stateless_meta};
-use vak_tests::{bundled, guest, guests};
+use vak_tests::{bundled, guest, guests, serve_command, spawn_http};
 
 const POLICY: &str = r#"
 [session]
@@ -263,46 +263,20 @@ async fn progress_while_running_and_cancellation_stops_the_guest() {
     assert_eq!(r["result"]["isError"], false, "{r}");
 }
 
-/// The `vak` binary built beside this test (cargo builds it for the host's own tests).
-fn vak_binary() -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("test path");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let bin = dir.join(format!("vak{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        bin.is_file(),
-        "{} is missing: run the whole workspace's tests (`cargo test`), which builds it",
-        bin.display()
-    );
-    bin
-}
-
-/// `vak serve` on stdio with the hostile guest and the bundled `stats` in a tools folder.
+/// `vak serve` on stdio with the hostile guest and the bundled `stats`.
 fn spawn_serve(dir: &std::path::Path) -> tokio::process::Child {
-    let tools = dir.join("tools");
-    std::fs::create_dir_all(&tools).unwrap();
-    std::fs::write(tools.join("hostile.wasm"), guest(guests::HOSTILE)).unwrap();
-    std::fs::write(tools.join("stats.wasm"), bundled("stats")).unwrap();
-    std::fs::write(
-        dir.join("policy.toml"),
-        POLICY.replace("calls = 50", "calls = 100000"),
+    serve_command(
+        dir,
+        &[
+            ("hostile", guest(guests::HOSTILE)),
+            ("stats", bundled("stats")),
+        ],
+        &POLICY.replace("calls = 50", "calls = 100000"),
+        &[],
+        std::process::Stdio::null(),
     )
-    .unwrap();
-    tokio::process::Command::new(vak_binary())
-        .arg("--tools")
-        .arg(&tools)
-        .arg("--policy")
-        .arg(dir.join("policy.toml"))
-        .arg("--cache-dir")
-        .arg(dir.join("cache"))
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .arg("serve")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn vak serve")
+    .spawn()
+    .expect("spawn vak serve")
 }
 
 fn client_of(child: &mut tokio::process::Child) -> Client {
@@ -381,42 +355,21 @@ async fn kill_9_under_load_loses_no_acknowledged_record() {
     assert!(v.entries as usize >= acknowledged.len());
 }
 
-/// `vak serve --http 127.0.0.1:0`, and the address it printed.
-async fn spawn_http(dir: &std::path::Path) -> (tokio::process::Child, std::net::SocketAddr) {
-    use tokio::io::AsyncBufReadExt;
-    let tools = dir.join("tools");
-    std::fs::create_dir_all(&tools).unwrap();
-    std::fs::write(tools.join("stats.wasm"), bundled("stats")).unwrap();
-    std::fs::write(dir.join("policy.toml"), POLICY).unwrap();
-    let mut child = tokio::process::Command::new(vak_binary())
-        .arg("--tools")
-        .arg(&tools)
-        .arg("--policy")
-        .arg(dir.join("policy.toml"))
-        .arg("--cache-dir")
-        .arg(dir.join("cache"))
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn vak serve --http");
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
-            .await
-            .expect("vak serve prints its address")
-            .unwrap()
-            .expect("a line");
-        if let Some(url) = line.strip_prefix("vak: serving MCP at http://") {
-            break url.trim_end_matches("/mcp").parse().expect("an address");
-        }
-    };
-    // Keep reading its log: a closed stderr would fail the server's next log line.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+/// `vak serve --http 127.0.0.1:0` with `stats`, and the address it listens on.
+async fn http_server(dir: &std::path::Path) -> (tokio::process::Child, std::net::SocketAddr) {
+    let cmd = serve_command(
+        dir,
+        &[("stats", bundled("stats"))],
+        POLICY,
+        &[],
+        std::process::Stdio::null(),
+    );
+    let (child, url) = spawn_http(cmd).await;
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .expect("an address");
     (child, addr)
 }
 
@@ -453,7 +406,7 @@ async fn post(addr: std::net::SocketAddr, headers: &[(&str, &str)], body: &Value
 #[tokio::test(flavor = "multi_thread")]
 async fn http_checks_host_and_origin_and_serves_both_eras() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, addr) = spawn_http(dir.path()).await;
+    let (mut child, addr) = http_server(dir.path()).await;
     let init = json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": { "protocolVersion": "2025-11-25", "capabilities": {},

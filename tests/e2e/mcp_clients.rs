@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use vak_tests::{bundled, guest, guests};
+use vak_tests::{bundled, guest, guests, serve_command, spawn_http, vak_binary};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -17,19 +17,6 @@ fn clients() -> PathBuf {
     std::env::var_os("VAK_MCP_CLIENTS")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace().join("target/mcp-clients"))
-}
-
-/// The `vak` binary built beside this test (cargo builds it for the host's own tests).
-fn vak_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test path");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let bin = dir.join(format!("vak{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        bin.is_file(),
-        "{} is missing: run `cargo test` for the whole workspace",
-        bin.display()
-    );
-    bin
 }
 
 fn skip(what: &str) {
@@ -68,53 +55,20 @@ async fn official_conformance_suite_passes_every_tool_scenario() {
         return skip("the MCP conformance suite (with Node 26)");
     }
     let dir = tempfile::tempdir().unwrap();
-    let tools = dir.path().join("tools");
-    std::fs::create_dir_all(&tools).unwrap();
-    for (name, bytes) in [
-        ("test_simple_text", guest(guests::CONF_SIMPLE_TEXT)),
-        ("test_error_handling", guest(guests::CONF_ERROR_HANDLING)),
-        ("test_tool_with_progress", guest(guests::CONF_PROGRESS)),
-        ("clock", bundled("clock")),
-    ] {
-        std::fs::write(tools.join(format!("{name}.wasm")), bytes).unwrap();
-    }
-    std::fs::write(
-        dir.path().join("policy.toml"),
+    let cmd = serve_command(
+        dir.path(),
+        &[
+            ("test_simple_text", guest(guests::CONF_SIMPLE_TEXT)),
+            ("test_error_handling", guest(guests::CONF_ERROR_HANDLING)),
+            ("test_tool_with_progress", guest(guests::CONF_PROGRESS)),
+            ("clock", bundled("clock")),
+        ],
         "[tools.test_simple_text]\n[tools.test_error_handling]\n[tools.test_tool_with_progress]\n\
          [tools.clock]\ncapabilities.clock = { zones = [\"*\"] }\n",
-    )
-    .unwrap();
-    let mut server = tokio::process::Command::new(vak_binary())
-        .arg("--tools")
-        .arg(&tools)
-        .arg("--policy")
-        .arg(dir.path().join("policy.toml"))
-        .arg("--cache-dir")
-        .arg(dir.path().join("cache"))
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn vak serve --http");
-    let addr = {
-        use tokio::io::AsyncBufReadExt;
-        let mut lines = tokio::io::BufReader::new(server.stderr.take().unwrap()).lines();
-        let addr = loop {
-            let line = lines
-                .next_line()
-                .await
-                .unwrap()
-                .expect("vak serve prints its address");
-            if let Some(a) = line.strip_prefix("vak: serving MCP at ") {
-                break a.to_string();
-            }
-        };
-        // Keep reading its log: a closed stderr would fail the server's next log line.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        addr
-    };
+        &[],
+        std::process::Stdio::null(),
+    );
+    let (mut server, addr) = spawn_http(cmd).await;
     let results = dir.path().join("results");
     let out = tokio::process::Command::new(&node)
         .arg(&suite)

@@ -159,3 +159,73 @@ pub mod mcp {
         }
     }
 }
+
+/// The `vak` binary built beside the running test (`cargo test` builds it for the host's tests).
+pub fn vak_binary() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test path");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let bin = dir.join(format!("vak{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.is_file(),
+        "{} is missing: run the whole workspace's tests (`cargo test`), which builds it",
+        bin.display()
+    );
+    bin
+}
+
+/// `vak serve ARGS` over `tools` (file name → component) under `policy`, with its cache and
+/// state in `dir`; stdin and stdout piped, stderr as `stderr`.
+pub fn serve_command(
+    dir: &std::path::Path,
+    tools: &[(&str, Vec<u8>)],
+    policy: &str,
+    args: &[&str],
+    stderr: std::process::Stdio,
+) -> tokio::process::Command {
+    let folder = dir.join("tools");
+    std::fs::create_dir_all(&folder).expect("tools folder");
+    for (name, bytes) in tools {
+        std::fs::write(folder.join(format!("{name}.wasm")), bytes).expect("write a tool");
+    }
+    std::fs::write(dir.join("policy.toml"), policy).expect("write the policy");
+    let mut cmd = tokio::process::Command::new(vak_binary());
+    cmd.arg("--tools")
+        .arg(&folder)
+        .arg("--policy")
+        .arg(dir.join("policy.toml"))
+        .arg("--cache-dir")
+        .arg(dir.join("cache"))
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .arg("serve")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(stderr)
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Start `vak serve --http 127.0.0.1:0` from `cmd` (see [`serve_command`]) and return it with
+/// the endpoint URL it printed. Its stderr is drained in the background from then on (a closed
+/// stderr would fail the server's next log line).
+pub async fn spawn_http(mut cmd: tokio::process::Command) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    cmd.args(["--http", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn vak serve --http");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let url = loop {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(120), lines.next_line())
+            .await
+            .expect("vak serve prints its address")
+            .expect("read stderr")
+            .expect("vak serve ended before printing its address");
+        if let Some(url) = line.strip_prefix("vak: serving MCP at ") {
+            break url.to_string();
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, url)
+}

@@ -47,6 +47,10 @@ struct Cli {
     /// Do not append records to the journal ($VAK_STATE_DIR/journal.sqlite by default).
     #[arg(long, global = true)]
     no_journal: bool,
+    /// Also sync every journal commit to disk, so that a record survives a power loss, not only a
+    /// crash of vak (concurrent calls share one flush: group commit).
+    #[arg(long, global = true, conflicts_with = "no_journal")]
+    journal_sync: bool,
     /// The principal on whose behalf calls are made (checked against the policy and revocations).
     #[arg(long, global = true, value_name = "NAME")]
     principal: Option<String>,
@@ -345,7 +349,10 @@ async fn run(cli: Cli) -> ExitCode {
             since,
             limit,
         } => {
-            let Some(journal) = open_journal(cli.state_dir.as_ref()) else {
+            let Some(journal) = open_journal(
+                cli.state_dir.as_ref(),
+                vak_host::journal::Durability::Committed,
+            ) else {
                 return usage_error("no state directory: set --state-dir or VAK_STATE_DIR");
             };
             let journal = match journal {
@@ -439,7 +446,12 @@ async fn run(cli: Cli) -> ExitCode {
     let journal = if cli.no_journal {
         None
     } else {
-        match open_journal(cli.state_dir.as_ref()).transpose() {
+        let durability = if cli.journal_sync {
+            vak_host::journal::Durability::Synced
+        } else {
+            vak_host::journal::Durability::Committed
+        };
+        match open_journal(cli.state_dir.as_ref(), durability).transpose() {
             Ok(j) => j,
             Err(e) => return usage_error(e),
         }
@@ -703,14 +715,14 @@ async fn shutdown_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-fn open_journal(state: Option<&PathBuf>) -> Option<Result<vak_host::journal::Journal, String>> {
+fn open_journal(
+    state: Option<&PathBuf>,
+    durability: vak_host::journal::Durability,
+) -> Option<Result<vak_host::journal::Journal, String>> {
     let dir = state_dir(state)?;
     Some(
-        vak_host::journal::Journal::open(
-            &dir.join("journal.sqlite"),
-            vak_host::journal::Durability::Committed,
-        )
-        .map_err(|e| e.to_string()),
+        vak_host::journal::Journal::open(&dir.join("journal.sqlite"), durability)
+            .map_err(|e| e.to_string()),
     )
 }
 

@@ -1,0 +1,65 @@
+//! The whole lifecycle against the raw fresh-instance call of the same component, with the same
+//! engine configuration and limits, in one process: `raw` is the baseline, `lifecycle` what vak
+//! adds (proposal, schema, permission, budget, dispatch, evidence, outcome, projection, the
+//! signed record; journal off), `lifecycle_journal` the same with the journal on.
+
+use std::sync::LazyLock;
+use vak_host::bench::RawCall;
+use vak_host::{Host, Proposal, Status};
+
+const TOOL: &str = "stats";
+const ARGS: &str = r#"{"values":[3,1,2]}"#;
+
+static HOST: LazyLock<(tokio::runtime::Runtime, Host)> = LazyLock::new(vak_bench::host);
+
+static JOURNALED: LazyLock<(tempfile::TempDir, Host)> = LazyLock::new(|| {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let journal = vak_host::journal::Journal::open(
+        &dir.path().join("journal.sqlite"),
+        vak_host::journal::Durability::Committed,
+    )
+    .expect("journal");
+    let host = HOST
+        .0
+        .block_on(
+            vak_host::HostBuilder::new()
+                .bundled_tools()
+                .policy(vak_host::Policy::default_policy())
+                .journal(std::sync::Arc::new(journal))
+                .build(),
+        )
+        .expect("host");
+    (dir, host)
+});
+
+#[divan::bench]
+fn raw(bencher: divan::Bencher) {
+    let (rt, host) = &*HOST;
+    let first = rt.block_on(host.call(Proposal::new(TOOL, ARGS)));
+    let limits = first.limits.expect("limits");
+    let raw = RawCall::new(host, TOOL, ARGS, limits).expect("the tool");
+    bencher.bench(|| rt.block_on(raw.once()).expect("a raw call"));
+}
+
+#[divan::bench]
+fn lifecycle(bencher: divan::Bencher) {
+    let (rt, host) = &*HOST;
+    bencher.bench(|| {
+        let r = rt.block_on(host.call(Proposal::new(TOOL, ARGS)));
+        assert_eq!(r.status, Status::Completed);
+    });
+}
+
+#[divan::bench]
+fn lifecycle_journal(bencher: divan::Bencher) {
+    let rt = &HOST.0;
+    let host = &JOURNALED.1;
+    bencher.bench(|| {
+        let r = rt.block_on(host.call(Proposal::new(TOOL, ARGS)));
+        assert_eq!(r.status, Status::Completed);
+    });
+}
+
+fn main() {
+    divan::main();
+}

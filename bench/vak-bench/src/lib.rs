@@ -1,0 +1,119 @@
+//! Shared set-up of vak's `cargo bench` benchmarks (`benches/`): a host with the bundled tools
+//! and the schemas the validator is measured on.
+//!
+//! ```text
+//! cargo bench -p vak-bench                    # all of them (optimised build)
+//! cargo bench -p vak-bench --bench schema     # one
+//! cargo test -p vak-bench --benches           # a smoke run: each benchmark once
+//! ```
+
+use serde_json::{Value, json};
+use vak_host::{Host, HostBuilder, Policy};
+
+/// A tokio runtime and a host with the bundled tools under the built-in policy, no journal.
+pub fn host() -> (tokio::runtime::Runtime, Host) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let host = rt
+        .block_on(
+            HostBuilder::new()
+                .bundled_tools()
+                .policy(Policy::default_policy())
+                .build(),
+        )
+        .expect("host");
+    (rt, host)
+}
+
+/// One schema with instances it accepts and refuses.
+pub struct Case {
+    pub name: &'static str,
+    pub schema: Value,
+    pub valid: Value,
+    pub invalid: Value,
+}
+
+/// The schemas the validator is measured on: the bundled tools' input schemas (as admitted) and
+/// three larger ones (nested arrays of objects, enums, 60 properties).
+pub fn cases(host: &Host) -> Vec<Case> {
+    let schema_of = |tool: &str| {
+        host.tool(tool)
+            .map(|t| t.descriptor.input_schema.clone())
+            .expect("a bundled tool")
+    };
+    let figure = |v: f64| json!({"name": "p99", "period": {"start": "2026-11-01", "end": "2026-11-30"}, "unit": "ms", "basis": "p99", "value": v});
+    let wide_props: serde_json::Map<String, Value> = (0..60)
+        .map(|i| (format!("field_{i}"), json!({"type": if i % 3 == 0 { "integer" } else if i % 3 == 1 { "string" } else { "boolean" }})))
+        .collect();
+    let wide_valid: serde_json::Map<String, Value> = (0..60)
+        .map(|i| {
+            (
+                format!("field_{i}"),
+                if i % 3 == 0 {
+                    json!(i)
+                } else if i % 3 == 1 {
+                    json!("x")
+                } else {
+                    json!(true)
+                },
+            )
+        })
+        .collect();
+    let mut wide_invalid = wide_valid.clone();
+    wide_invalid.insert("field_0".into(), json!("not an integer"));
+    wide_invalid.insert("field_59".into(), json!(1));
+    let order = json!({
+        "type": "object",
+        "required": ["customer", "lines"],
+        "additionalProperties": false,
+        "properties": {
+            "customer": {"type": "object", "required": ["id", "tier"], "properties": {
+                "id": {"type": "integer"}, "tier": {"enum": ["free", "pro", "enterprise"]}}},
+            "lines": {"type": "array", "items": {"type": "object", "required": ["sku", "qty"],
+                "additionalProperties": false, "properties": {
+                    "sku": {"type": "string"}, "qty": {"type": "integer"},
+                    "tags": {"type": "array", "items": {"enum": ["gift", "fragile", "bulk"]}}}}}
+        }
+    });
+    let lines: Vec<Value> = (0..20)
+        .map(|i| json!({"sku": format!("sku-{i}"), "qty": i, "tags": ["gift", "bulk"]}))
+        .collect();
+    let mut bad_lines = lines.clone();
+    bad_lines[7]["qty"] = json!(1.5);
+    bad_lines[13]["tags"] = json!(["gift", "perishable"]);
+    vec![
+        Case {
+            name: "clock",
+            schema: schema_of("clock"),
+            valid: json!({"zone": "Europe/Paris"}),
+            invalid: json!({"zone": 7}),
+        },
+        Case {
+            name: "stats",
+            schema: schema_of("stats"),
+            valid: json!({"values": [4, 8, 15, 16, 23, 42]}),
+            invalid: json!({"values": [4, "8", 15]}),
+        },
+        Case {
+            name: "compare",
+            schema: schema_of("compare"),
+            valid: json!({"baseline": figure(120.0), "current": figure(96.0)}),
+            invalid: json!({"baseline": figure(120.0), "current": {"name": 1}}),
+        },
+        Case {
+            name: "order (nested arrays of objects, enums)",
+            schema: order,
+            valid: json!({"customer": {"id": 7, "tier": "pro"}, "lines": lines}),
+            invalid: json!({"customer": {"id": 7, "tier": "gold"}, "lines": bad_lines}),
+        },
+        Case {
+            name: "wide (60 properties)",
+            schema: json!({"type": "object", "required": ["field_0", "field_59"], "properties": wide_props}),
+            valid: Value::Object(wide_valid),
+            invalid: Value::Object(wide_invalid),
+        },
+    ]
+}
