@@ -186,6 +186,7 @@ struct Node {
     /// `false` schema: nothing is valid.
     reject_all: bool,
     types: Option<Vec<JsonType>>,
+    /// Sorted by name (looked up by binary search).
     properties: Vec<(String, NodeId)>,
     required: Vec<String>,
     additional: Option<NodeId>,
@@ -193,6 +194,15 @@ struct Node {
     constant: Option<Value>,
     items: Option<NodeId>,
     reference: Option<NodeId>,
+}
+
+impl Node {
+    fn property(&self, name: &str) -> Option<NodeId> {
+        self.properties
+            .binary_search_by(|(p, _)| p.as_str().cmp(name))
+            .ok()
+            .map(|i| self.properties[i].1)
+    }
 }
 
 /// A tool's input schema, compiled at admission.
@@ -423,6 +433,9 @@ impl CompiledSchema {
                 }
             }
         }
+        for node in &mut c.nodes {
+            node.properties.sort_by(|a, b| a.0.cmp(&b.0));
+        }
         let mut not_enforced = c.not_enforced;
         not_enforced.sort();
         not_enforced.dedup();
@@ -432,26 +445,66 @@ impl CompiledSchema {
         })
     }
 
-    /// Whether `instance` is valid (stops at the first violation).
+    /// Whether `instance` is valid: a pass that builds no pointer and allocates nothing, and
+    /// stops at the first violation.
     pub fn is_valid(&self, instance: &Value) -> bool {
-        let mut v = Validation {
-            schema: self,
-            violations: Vec::new(),
-            more: 0,
-            first_only: true,
-        };
-        let mut path = String::new();
-        v.node(0, instance, &mut path);
-        v.violations.is_empty()
+        self.valid(0, instance)
+    }
+
+    fn valid(&self, id: NodeId, value: &Value) -> bool {
+        let node = &self.nodes[id];
+        if node.reject_all {
+            return false;
+        }
+        if let Some(target) = node.reference
+            && !self.valid(target, value)
+        {
+            return false;
+        }
+        if node
+            .types
+            .as_ref()
+            .is_some_and(|types| !types.iter().any(|t| t.matches(value)))
+            || node
+                .enumeration
+                .as_ref()
+                .is_some_and(|allowed| !allowed.iter().any(|a| json_equal(a, value)))
+            || node
+                .constant
+                .as_ref()
+                .is_some_and(|c| !json_equal(c, value))
+        {
+            return false;
+        }
+        match value {
+            Value::Object(map) => {
+                node.required.iter().all(|name| map.contains_key(name))
+                    && map
+                        .iter()
+                        .all(|(name, v)| match node.property(name).or(node.additional) {
+                            Some(target) => self.valid(target, v),
+                            None => true,
+                        })
+            }
+            Value::Array(list) => match node.items {
+                Some(items) => list.iter().all(|item| self.valid(items, item)),
+                None => true,
+            },
+            _ => true,
+        }
     }
 
     /// Validate any JSON value, reporting every violation (the first [`MAX_VIOLATIONS`] listed).
+    /// A valid value is decided by the fast [`CompiledSchema::is_valid`] pass; only an invalid
+    /// one pays for the pass that names every violation with its pointers.
     pub fn validate_value(&self, instance: &Value) -> Result<(), SchemaError> {
+        if self.is_valid(instance) {
+            return Ok(());
+        }
         let mut v = Validation {
             schema: self,
             violations: Vec::new(),
             more: 0,
-            first_only: false,
         };
         let mut path = String::new();
         v.node(0, instance, &mut path);
@@ -470,14 +523,9 @@ struct Validation<'s> {
     schema: &'s CompiledSchema,
     violations: Vec<Violation>,
     more: usize,
-    first_only: bool,
 }
 
 impl Validation<'_> {
-    fn done(&self) -> bool {
-        self.first_only && !self.violations.is_empty()
-    }
-
     fn fail(&mut self, path: &str, node: &Node, keyword: &str, message: String) {
         self.record(path, format!("{}/{keyword}", node.location), message);
     }
@@ -543,9 +591,6 @@ impl Validation<'_> {
                 format!("{value} is not the required value {c}"),
             );
         }
-        if self.done() {
-            return;
-        }
         match value {
             Value::Object(map) => self.object(node, map, path),
             Value::Array(list) => {
@@ -555,9 +600,6 @@ impl Validation<'_> {
                         let _ = write!(path, "/{i}");
                         self.node(items, item, path);
                         path.truncate(len);
-                        if self.done() {
-                            return;
-                        }
                     }
                 }
             }
@@ -577,11 +619,7 @@ impl Validation<'_> {
             }
         }
         for (name, value) in map {
-            let declared = node
-                .properties
-                .iter()
-                .find(|(p, _)| p == name)
-                .map(|(_, id)| *id);
+            let declared = node.property(name);
             let target = match declared {
                 Some(id) => id,
                 None => match node.additional {
@@ -600,9 +638,6 @@ impl Validation<'_> {
                 self.node(target, value, path);
             }
             path.truncate(len);
-            if self.done() {
-                return;
-            }
         }
     }
 }
