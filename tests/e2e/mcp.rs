@@ -445,3 +445,34 @@ async fn http_checks_host_and_origin_and_serves_both_eras() {
     assert!(body.contains("\"isError\":false"), "{body}");
     child.kill().await.ok();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn http_server_keeps_answering_when_its_stderr_is_closed() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = serve_command(
+        dir.path(),
+        &[("stats", bundled("stats"))],
+        POLICY,
+        &["--http", "127.0.0.1:0"],
+        std::process::Stdio::piped(),
+    );
+    let mut child = cmd.spawn().expect("spawn");
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines.next_line().await.unwrap().expect("the address line");
+    let addr: std::net::SocketAddr = line
+        .trim_start_matches("vak: serving MCP at http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .expect("an address");
+    drop(lines); // The operator's terminal went away.
+    let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": { "name": "t", "version": "0" } } });
+    // A refused Host is logged as a warning: the log line is lost, the answer is not.
+    let (status, body) = post(addr, &[("Host", "evil.example:80")], &init).await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = post(addr, &[], &init).await;
+    assert_eq!(status, 200, "{body}");
+    child.kill().await.ok();
+}

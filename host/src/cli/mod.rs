@@ -260,10 +260,13 @@ fn init_tracing(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    // Logs go to stderr: stdout carries only results and records.
+    // Logs go to stderr: stdout carries only results and records. A log line that cannot be
+    // written (stderr closed) is dropped: the fallback `eprintln!` would panic the task that
+    // logged (a `vak serve` connection, say).
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .log_internal_errors(false)
         .try_init();
 }
 
