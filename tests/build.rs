@@ -16,6 +16,18 @@ fn main() {
         ("conf_simple_text", "vak-guest-conf-simple-text"),
         ("conf_error_handling", "vak-guest-conf-error-handling"),
         ("conf_progress", "vak-guest-conf-progress"),
+        ("conf_image", "vak-guest-conf-image"),
+        ("conf_audio", "vak-guest-conf-audio"),
+        ("conf_resource", "vak-guest-conf-resource"),
+        ("conf_mixed", "vak-guest-conf-mixed"),
+        ("conf_logging", "vak-guest-conf-logging"),
+        ("conf_sampling", "vak-guest-conf-sampling"),
+        ("conf_elicitation", "vak-guest-conf-elicitation"),
+        (
+            "conf_elicitation_defaults",
+            "vak-guest-conf-elicitation-defaults",
+        ),
+        ("conf_elicitation_enums", "vak-guest-conf-elicitation-enums"),
     ];
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let dir = out.join("guests");

@@ -141,3 +141,41 @@ pub mod log {
         wit::write(wit::Level::Error, message);
     }
 }
+
+/// Ask the caller's client: a completion from its model, or a person's answer to a form. The
+/// policy must grant the request (`client.requests`), and the call must come from a client that
+/// can answer (an MCP client that declared the capability); otherwise the request is denied.
+pub mod client {
+    use super::CapabilityError;
+    use crate::bindings::vak::tool::client as wit;
+
+    pub use wit::{ElicitationAction, ElicitationReply, Message, SamplingReply, SamplingRequest};
+
+    /// Ask the client's model to answer `prompt` (one user message) in at most `max_tokens`
+    /// tokens. The reply is a model's output: cite its receipt only as `synthesized`.
+    pub fn sample(prompt: &str, max_tokens: u32) -> Result<SamplingReply, CapabilityError> {
+        sample_messages(&SamplingRequest {
+            messages: vec![Message {
+                role: "user".into(),
+                text: prompt.into(),
+            }],
+            system_prompt: None,
+            max_tokens,
+        })
+    }
+
+    /// Ask for a completion of a whole conversation.
+    pub fn sample_messages(request: &SamplingRequest) -> Result<SamplingReply, CapabilityError> {
+        wit::sample(request).map_err(CapabilityError::from)
+    }
+
+    /// Ask the person `message` with a form: `schema` is a JSON Schema object of flat properties
+    /// (string, number, integer, boolean, arrays of enumerated strings). The host checks the
+    /// answers against it before they reach the tool.
+    pub fn elicit(
+        message: &str,
+        schema: &serde_json::Value,
+    ) -> Result<ElicitationReply, CapabilityError> {
+        wit::elicit(message, &schema.to_string()).map_err(CapabilityError::from)
+    }
+}

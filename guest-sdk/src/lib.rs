@@ -50,7 +50,7 @@
 mod capabilities;
 mod output;
 
-pub use capabilities::{CapabilityError, clock, http, invoke, log, workspace};
+pub use capabilities::{CapabilityError, client, clock, http, invoke, log, workspace};
 pub use output::{Evidence, EvidenceKind, Output, ToolError};
 
 use schemars::JsonSchema;
@@ -74,8 +74,8 @@ pub mod bindings {
 /// Everything a tool author usually needs, in one import.
 pub mod prelude {
     pub use crate::{
-        CapabilityError, Claims, Evidence, EvidenceKind, Output, Tool, ToolError, clock, http,
-        invoke, log, workspace,
+        CapabilityError, Claims, Evidence, EvidenceKind, Output, Tool, ToolError, client, clock,
+        http, invoke, log, workspace,
     };
     pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
@@ -182,6 +182,15 @@ impl Claims {
     /// Claim the `log` capability.
     pub fn log(self) -> Self {
         self.capability("log", Vec::<String>::new())
+    }
+
+    /// Claim the `client` capability for these requests (`sampling`, `elicitation`).
+    pub fn client<I, S>(self, requests: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.capability("client", requests)
     }
 
     /// Claim a capability by interface name with capability-specific scopes.

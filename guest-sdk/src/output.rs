@@ -106,6 +106,7 @@ impl Output {
                 payload: None,
                 markdown: markdown.into(),
                 evidence: Vec::new(),
+                attachments: Vec::new(),
             },
         }
     }
@@ -132,6 +133,54 @@ impl Output {
     /// Add one evidence item.
     pub fn with_evidence(mut self, evidence: Evidence) -> Self {
         self.inner.evidence.push(evidence.inner);
+        self
+    }
+
+    /// Attach an image (`mime_type` is `image/…`, e.g. `image/png`), shown beside the document.
+    pub fn with_image(self, mime_type: &str, bytes: Vec<u8>) -> Self {
+        self.attach(
+            wit::AttachmentKind::Image,
+            mime_type,
+            None,
+            wit::AttachmentBody::Bytes(bytes),
+        )
+    }
+
+    /// Attach audio (`mime_type` is `audio/…`, e.g. `audio/wav`).
+    pub fn with_audio(self, mime_type: &str, bytes: Vec<u8>) -> Self {
+        self.attach(
+            wit::AttachmentKind::Audio,
+            mime_type,
+            None,
+            wit::AttachmentBody::Bytes(bytes),
+        )
+    }
+
+    /// Embed a text resource known by `uri` (an absolute URI, e.g. `file:///notes.txt`).
+    pub fn with_text_resource(self, uri: &str, mime_type: &str, text: impl Into<String>) -> Self {
+        let body = wit::AttachmentBody::Text(text.into());
+        self.attach(wit::AttachmentKind::Resource, mime_type, Some(uri), body)
+    }
+
+    /// Embed a binary resource known by `uri`.
+    pub fn with_blob_resource(self, uri: &str, mime_type: &str, bytes: Vec<u8>) -> Self {
+        let body = wit::AttachmentBody::Bytes(bytes);
+        self.attach(wit::AttachmentKind::Resource, mime_type, Some(uri), body)
+    }
+
+    fn attach(
+        mut self,
+        kind: wit::AttachmentKind,
+        mime_type: &str,
+        uri: Option<&str>,
+        body: wit::AttachmentBody,
+    ) -> Self {
+        self.inner.attachments.push(wit::Attachment {
+            kind,
+            mime_type: mime_type.to_string(),
+            uri: uri.map(str::to_string),
+            body,
+        });
         self
     }
 

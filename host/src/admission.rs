@@ -18,9 +18,11 @@ use wasmtime::component::types::ComponentItem;
 
 /// The WIT package version this host implements, and the versions of it that it accepts.
 pub const WIT_PACKAGE: &str = "vak:tool";
-pub const WIT_VERSION: &str = "0.1.0";
-/// Accepted: the same major.minor (0.1.x), which the component model treats as compatible.
-pub const WIT_ACCEPTS: &str = "0.1.x";
+pub const WIT_VERSION: &str = "0.2.0";
+/// Accepted: the same major.minor (0.2.x), which the component model treats as compatible.
+/// 0.1.x is refused: 0.2.0 added attachments to `tool-result`, so a 0.1 binary returns a
+/// different type.
+pub const WIT_ACCEPTS: &str = "0.2.x";
 
 /// The limits the host gives a tool's `describe` at admission.
 const DESCRIBE_LIMITS: Limits = Limits {
@@ -80,7 +82,7 @@ pub enum ImportClass {
 /// One import of a component.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Import {
-    /// The full interface name, e.g. `vak:tool/clock@0.1.0`.
+    /// The full interface name, e.g. `vak:tool/clock@0.2.0`.
     pub name: String,
     #[serde(flatten)]
     pub class: ImportClass,
@@ -225,7 +227,7 @@ fn summary(name: &str, class: &ImportClass) -> String {
 /// Whether `version` (of `vak:tool`) is one this host accepts.
 fn version_accepted(version: &str) -> bool {
     version
-        .strip_prefix("0.1.")
+        .strip_prefix("0.2.")
         .is_some_and(|patch| patch.parse::<u32>().is_ok())
 }
 
@@ -488,13 +490,13 @@ mod tests {
     #[test]
     fn imports_are_classified_by_interface() {
         assert_eq!(
-            classify("vak:tool/clock@0.1.0"),
+            classify("vak:tool/clock@0.2.0"),
             ImportClass::Capability {
                 capability: Capability::Clock
             }
         );
-        assert_eq!(classify("vak:tool/types@0.1.0"), ImportClass::Types);
-        assert_eq!(classify("vak:tool/sockets@0.1.0"), ImportClass::Refused);
+        assert_eq!(classify("vak:tool/types@0.2.0"), ImportClass::Types);
+        assert_eq!(classify("vak:tool/sockets@0.2.0"), ImportClass::Refused);
         assert_eq!(classify("wasi:cli/stdout@0.2.6"), ImportClass::Wasi);
         assert_eq!(classify("wasi:sockets/tcp@0.2.6"), ImportClass::Refused);
         assert_eq!(
@@ -504,10 +506,11 @@ mod tests {
     }
 
     #[test]
-    fn only_0_1_x_is_accepted() {
-        assert!(version_accepted("0.1.0"));
-        assert!(version_accepted("0.1.7"));
-        assert!(!version_accepted("0.2.0"));
+    fn only_0_2_x_is_accepted() {
+        assert!(version_accepted("0.2.0"));
+        assert!(version_accepted("0.2.7"));
+        assert!(!version_accepted("0.1.0"));
+        assert!(!version_accepted("0.3.0"));
         assert!(!version_accepted("1.0.0"));
         assert!(!version_accepted(""));
     }

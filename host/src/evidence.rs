@@ -43,7 +43,7 @@ fn retrieves_sources(c: Capability) -> bool {
     // Fetching capabilities (http) join as they land.
     !matches!(
         c,
-        Capability::Clock | Capability::Workspace | Capability::Log
+        Capability::Clock | Capability::Workspace | Capability::Log | Capability::Client
     )
 }
 
@@ -143,6 +143,14 @@ fn check_receipt(
             receipt.capability.name()
         ));
     }
+    if receipt.capability == Capability::Client && receipt.operation == "sample" {
+        // A completion from the client's model is synthesis however it is cited: it must not
+        // reach the output as something the host observed.
+        diagnostics.push(format!(
+            "receipt {id:?} records a model's completion (sampling); cite it as `synthesized`, not `{}`",
+            item.kind
+        ));
+    }
     if let Some(digest) = &item.digest
         && !digest.eq_ignore_ascii_case(&receipt.digest)
     {
@@ -233,6 +241,37 @@ mod tests {
             derived_from: from.iter().map(|s| s.to_string()).collect(),
             note: String::new(),
         }
+    }
+
+    #[test]
+    fn a_models_completion_backs_no_observation_or_citation() {
+        let mut sample = receipt("c/1", Capability::Client, true);
+        sample.operation = "sample".into();
+        let mut elicit = receipt("c/2", Capability::Client, true);
+        elicit.operation = "elicit".into();
+        let items = [
+            item("seen", "observed", Some("c/1"), &[], &[]),
+            item("cited", "cited", Some("c/1"), &[], &[]),
+            item("answer", "observed", Some("c/2"), &[], &[]),
+        ];
+        let checked = check(&items, &[sample, elicit], "c", None);
+        assert_eq!(checked[0].support, Support::Unsupported);
+        assert!(
+            checked[0]
+                .diagnostics
+                .iter()
+                .any(|d| d.contains("synthesized")),
+            "{:?}",
+            checked[0].diagnostics
+        );
+        assert_eq!(checked[1].support, Support::Unsupported);
+        // The person's answer is something the host witnessed.
+        assert_eq!(
+            checked[2].support,
+            Support::Supported,
+            "{:?}",
+            checked[2].diagnostics
+        );
     }
 
     #[test]

@@ -278,7 +278,7 @@ impl Session {
     /// Run one proposal through the whole lifecycle, charged to this session.
     pub async fn call(&self, proposal: Proposal) -> CallRecord {
         self.host
-            .call_with(self, proposal, None, CancellationToken::new())
+            .call_with(self, proposal, None, CancellationToken::new(), None)
             .await
     }
 
@@ -291,7 +291,23 @@ impl Session {
         proposal: Proposal,
         cancel: CancellationToken,
     ) -> CallRecord {
-        self.host.call_with(self, proposal, None, cancel).await
+        self.host
+            .call_with(self, proposal, None, cancel, None)
+            .await
+    }
+
+    /// [`Session::call_cancellable`], for a caller with a client: the guest's log lines of the
+    /// client's level go to `client` as they are written, and a tool granted `client` requests
+    /// asks it for completions and form answers (checked by the host, each with a receipt).
+    pub async fn call_with_client(
+        &self,
+        proposal: Proposal,
+        cancel: CancellationToken,
+        client: Arc<dyn crate::capabilities::client::ClientChannel>,
+    ) -> CallRecord {
+        self.host
+            .call_with(self, proposal, None, cancel, Some(client))
+            .await
     }
 }
 
@@ -396,7 +412,8 @@ impl Host {
         cap: ChildCap,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = CallRecord> + Send + 'a>> {
         let cancel = cap.cancel.child_token();
-        Box::pin(self.call_with(session, proposal, Some((parent, cap)), cancel))
+        let client = cap.client.clone();
+        Box::pin(self.call_with(session, proposal, Some((parent, cap)), cancel, client))
     }
 
     async fn call_with(
@@ -405,6 +422,7 @@ impl Host {
         proposal: Proposal,
         child: Option<(String, ChildCap)>,
         cancel: CancellationToken,
+        client: Option<Arc<dyn crate::capabilities::client::ClientChannel>>,
     ) -> CallRecord {
         let mut record = CallRecord::new(
             proposal.call_id.clone(),
@@ -419,7 +437,7 @@ impl Host {
             record.depth = cap.parent_depth + 1;
             cap
         });
-        self.run(session, &proposal, &mut record, cap, &cancel)
+        self.run(session, &proposal, &mut record, cap, &cancel, client)
             .await;
         if matches!(record.status, Status::ToolError | Status::Failed) {
             record.outcome = serde_json::json!({ "label": "failed", "payload_passed": false, "requirements": [] });
@@ -456,6 +474,7 @@ impl Host {
         record: &mut CallRecord,
         cap: Option<ChildCap>,
         cancel: &CancellationToken,
+        client: Option<Arc<dyn crate::capabilities::client::ClientChannel>>,
     ) {
         // proposal → one neutral call of a known tool
         let t = Instant::now();
@@ -539,7 +558,9 @@ impl Host {
                 fuel_cap: limits.fuel,
                 records: children.clone(),
                 cancel: cancel.clone(),
-            });
+                client: client.clone(),
+            })
+            .attended(client);
         let mut report = self
             .inner
             .runtime

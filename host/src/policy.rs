@@ -97,7 +97,18 @@ struct CapabilitiesFile {
     workspace: Option<WorkspaceGrantFile>,
     invoke: Option<InvokeGrantFile>,
     log: Option<LogGrantFile>,
+    client: Option<ClientGrantFile>,
 }
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClientGrantFile {
+    /// `sampling`, `elicitation`.
+    requests: Vec<String>,
+}
+
+/// What a `client` grant may ask of the caller's client.
+pub const CLIENT_REQUESTS: [&str; 2] = ["sampling", "elicitation"];
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -202,6 +213,8 @@ pub enum Scope {
     Tools(Vec<String>),
     /// `workspace`: the roots the tool may use.
     Roots(Vec<Root>),
+    /// `client`: the requests (`sampling`, `elicitation`) the tool may send the caller's client.
+    Requests(Vec<String>),
     /// A capability without scopes (`log`).
     Unscoped,
 }
@@ -259,6 +272,11 @@ impl ToolGrant {
         }
     }
 
+    /// Whether the grant lets the tool send its caller's client `request` (`sampling`, `elicitation`).
+    pub fn may_ask(&self, request: &str) -> bool {
+        matches!(self.capabilities.get(&Capability::Client), Some(Scope::Requests(r)) if r.iter().any(|x| x == request))
+    }
+
     /// Whether the grant covers reading the clock in `zone`.
     pub fn clock_zone_allowed(&self, zone: &str) -> bool {
         match self.capabilities.get(&Capability::Clock) {
@@ -281,6 +299,9 @@ impl ToolGrant {
             Scope::Tools(tools) => {
                 outside(scopes, "invoke", "tools", |s| tools.iter().any(|t| t == s))
             }
+            Scope::Requests(requests) => outside(scopes, "client", "requests", |s| {
+                requests.iter().any(|r| r == s)
+            }),
             Scope::Roots(roots) => outside(scopes, "workspace", "roots", |s| {
                 roots.iter().any(|r| r.name == s)
             }),
@@ -383,6 +404,22 @@ impl Policy {
             }
             if grant.capabilities.log.is_some() {
                 capabilities.insert(Capability::Log, Scope::Unscoped);
+            }
+            if let Some(client) = grant.capabilities.client {
+                if let Some(bad) = client
+                    .requests
+                    .iter()
+                    .find(|r| !CLIENT_REQUESTS.contains(&r.as_str()))
+                {
+                    return Err(PolicyError::Scope {
+                        origin: origin.into(),
+                        tool: name.clone(),
+                        message: format!(
+                            "`client.requests` names {bad:?}; the requests are {CLIENT_REQUESTS:?}"
+                        ),
+                    });
+                }
+                capabilities.insert(Capability::Client, Scope::Requests(client.requests));
             }
             tools.insert(
                 name.clone(),

@@ -149,6 +149,10 @@ pub fn project(
         } else {
             text.push_str(&plain_text(&result.markdown));
         }
+        if !result.attachments.is_empty() {
+            text.push_str("\n\n");
+            text.push_str(&attachment_lines(result));
+        }
         text
     };
     Projection {
@@ -160,6 +164,27 @@ pub fn project(
         original_digest: result.digest.clone(),
         rendered,
     }
+}
+
+/// One line per attachment: what it is and the digest of its content (the content itself goes
+/// to clients that show media, such as MCP clients).
+pub fn attachment_lines(result: &ToolResultRecord) -> String {
+    result
+        .attachments
+        .iter()
+        .map(|a| {
+            let uri = a
+                .uri
+                .as_deref()
+                .map(|u| format!(" {u}"))
+                .unwrap_or_default();
+            format!(
+                "[attachment: {} {}{uri}, {} bytes, sha256 {}]",
+                a.kind, a.mime_type, a.size, a.sha256
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Markdown, shown as plain text: emphasis and heading marks dropped, the words kept.
@@ -283,6 +308,13 @@ fn html_page(
         "<h2>Document</h2><pre>{}</pre>",
         escape(&result.markdown)
     );
+    if !result.attachments.is_empty() {
+        let _ = writeln!(
+            h,
+            "<h2>Attachments</h2><pre>{}</pre>",
+            escape(&attachment_lines(result))
+        );
+    }
     h.push_str("<h2>Evidence</h2><ul>\n");
     for e in evidence {
         let verdict = match e.support {

@@ -110,6 +110,30 @@ pub struct ToolResultRecord {
     pub markdown: String,
     /// The evidence items exactly as returned.
     pub evidence: Vec<EvidenceRecord>,
+    /// Images, audio and embedded resources, as returned (absent from records without any, so
+    /// their digests are what they were before attachments existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<AttachmentRecord>,
+}
+
+/// An attachment as the tool returned it, with the digest of its content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttachmentRecord {
+    /// `image`, `audio` or `resource`.
+    pub kind: String,
+    pub mime_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+    /// The content, when it is text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The content, when it is bytes: standard base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base64: Option<String>,
+    /// Bytes of content.
+    pub size: u64,
+    /// SHA-256 of the content (the text's UTF-8 or the bytes), lowercase hex.
+    pub sha256: String,
 }
 
 /// An evidence item as the tool returned it.

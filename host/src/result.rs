@@ -2,7 +2,7 @@
 //! result-size limit, with its digest in the record. The host never rewrites it.
 
 use crate::dispatch::bindings::vak::tool::types as wit;
-use crate::record::{EvidenceRecord, ToolErrorRecord, ToolResultRecord};
+use crate::record::{AttachmentRecord, EvidenceRecord, ToolErrorRecord, ToolResultRecord};
 use crate::stage::{Stage, StageError};
 use serde_json::json;
 
@@ -15,7 +15,12 @@ pub enum ResultError {
     TooLarge { limit: u64, actual: u64 },
     #[error("the payload claims schema `{schema}` but is not JSON: {reason}")]
     PayloadNotJson { schema: String, reason: String },
+    #[error("attachment {index} is refused: {reason}")]
+    BadAttachment { index: usize, reason: String },
 }
+
+/// Most attachments in one result.
+pub const MAX_ATTACHMENTS: usize = 16;
 
 impl StageError for ResultError {
     fn stage(&self) -> Stage {
@@ -27,6 +32,7 @@ impl StageError for ResultError {
             ResultError::ToolError { .. } => "tool_error",
             ResultError::TooLarge { .. } => "result_too_large",
             ResultError::PayloadNotJson { .. } => "payload_not_json",
+            ResultError::BadAttachment { .. } => "bad_attachment",
         }
     }
 
@@ -35,6 +41,7 @@ impl StageError for ResultError {
             ResultError::ToolError { code, .. } => json!({ "code": code }),
             ResultError::TooLarge { limit, actual } => json!({ "limit": limit, "actual": actual }),
             ResultError::PayloadNotJson { .. } => serde_json::Value::Null,
+            ResultError::BadAttachment { index, .. } => json!({ "index": index }),
         }
     }
 }
@@ -66,7 +73,93 @@ pub fn result_size(r: &wit::ToolResult) -> u64 {
                 + e.note.len()
         })
         .sum();
-    (payload + r.markdown.len() + evidence) as u64
+    let attachments: usize = r
+        .attachments
+        .iter()
+        .map(|a| {
+            a.mime_type.len()
+                + a.uri.as_ref().map_or(0, String::len)
+                + match &a.body {
+                    wit::AttachmentBody::Text(t) => t.len(),
+                    wit::AttachmentBody::Bytes(b) => b.len(),
+                }
+        })
+        .sum();
+    (payload + r.markdown.len() + evidence + attachments) as u64
+}
+
+/// Whether `mime` has the shape `type/subtype` of RFC 6838 names (no parameters).
+fn well_formed_mime(mime: &str) -> bool {
+    let restricted = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 127
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+    };
+    mime.split_once('/')
+        .is_some_and(|(t, s)| restricted(t) && restricted(s))
+}
+
+/// Check one attachment and keep it with its digest.
+fn attachment(index: usize, a: wit::Attachment) -> Result<AttachmentRecord, ResultError> {
+    let bad = |reason: String| ResultError::BadAttachment { index, reason };
+    if !well_formed_mime(&a.mime_type) {
+        return Err(bad(format!("{:?} is not a media type", a.mime_type)));
+    }
+    let (kind, prefix) = match a.kind {
+        wit::AttachmentKind::Image => ("image", Some("image/")),
+        wit::AttachmentKind::Audio => ("audio", Some("audio/")),
+        wit::AttachmentKind::Resource => ("resource", None),
+    };
+    if let Some(prefix) = prefix {
+        if !a.mime_type.to_ascii_lowercase().starts_with(prefix) {
+            return Err(bad(format!(
+                "an {kind} needs an `{prefix}*` media type, not {:?}",
+                a.mime_type
+            )));
+        }
+        if a.uri.is_some() {
+            return Err(bad(format!(
+                "an {kind} has no URI; send a resource instead"
+            )));
+        }
+        if matches!(a.body, wit::AttachmentBody::Text(_)) {
+            return Err(bad(format!("an {kind} carries bytes, not text")));
+        }
+    } else {
+        let uri = a
+            .uri
+            .as_deref()
+            .ok_or_else(|| bad("a resource needs a URI".into()))?;
+        if url::Url::parse(uri).is_err() {
+            return Err(bad(format!("{uri:?} is not an absolute URI")));
+        }
+    }
+    let (text, base64, bytes) = match a.body {
+        wit::AttachmentBody::Text(t) => {
+            let n = t.len();
+            let digest = crate::digest::sha256_hex(t.as_bytes());
+            (Some(t), None, (n, digest))
+        }
+        wit::AttachmentBody::Bytes(b) => {
+            use base64::Engine as _;
+            let digest = crate::digest::sha256_hex(&b);
+            (
+                None,
+                Some(base64::engine::general_purpose::STANDARD.encode(&b)),
+                (b.len(), digest),
+            )
+        }
+    };
+    Ok(AttachmentRecord {
+        kind: kind.to_string(),
+        mime_type: a.mime_type,
+        uri: a.uri,
+        text,
+        base64,
+        size: bytes.0 as u64,
+        sha256: bytes.1,
+    })
 }
 
 /// Keep the result as returned, once it is within `limit` bytes and its payload is JSON.
@@ -83,6 +176,18 @@ pub fn collect(r: wit::ToolResult, limit: u64) -> Result<ToolResultRecord, Resul
             reason: e.to_string(),
         });
     }
+    if r.attachments.len() > MAX_ATTACHMENTS {
+        return Err(ResultError::BadAttachment {
+            index: MAX_ATTACHMENTS,
+            reason: format!("a result carries at most {MAX_ATTACHMENTS} attachments"),
+        });
+    }
+    let attachments = r
+        .attachments
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| attachment(i, a))
+        .collect::<Result<Vec<_>, _>>()?;
     let evidence = r
         .evidence
         .into_iter()
@@ -106,6 +211,7 @@ pub fn collect(r: wit::ToolResult, limit: u64) -> Result<ToolResultRecord, Resul
         payload_json,
         markdown: r.markdown,
         evidence,
+        attachments,
     };
     // The digest covers the record's fields in declaration order, serialized as JSON with the
     // digest field empty: anyone holding the record can recompute it.
@@ -129,4 +235,88 @@ pub fn tool_error(e: wit::ToolError) -> (ToolErrorRecord, ResultError) {
             message: e.message,
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result_with(attachments: Vec<wit::Attachment>) -> wit::ToolResult {
+        wit::ToolResult {
+            payload: None,
+            markdown: "doc".into(),
+            evidence: Vec::new(),
+            attachments,
+        }
+    }
+
+    fn image(mime: &str, body: wit::AttachmentBody) -> wit::Attachment {
+        wit::Attachment {
+            kind: wit::AttachmentKind::Image,
+            mime_type: mime.into(),
+            uri: None,
+            body,
+        }
+    }
+
+    #[test]
+    fn attachments_are_kept_with_their_digest_and_counted_in_the_limit() {
+        let bytes = vec![1u8, 2, 3];
+        let r = collect(
+            result_with(vec![image(
+                "image/png",
+                wit::AttachmentBody::Bytes(bytes.clone()),
+            )]),
+            1 << 20,
+        )
+        .unwrap();
+        let a = &r.attachments[0];
+        assert_eq!(a.kind, "image");
+        assert_eq!(a.base64.as_deref(), Some("AQID"));
+        assert_eq!(a.sha256, crate::digest::sha256_hex(&bytes));
+        assert_eq!(a.size, 3);
+        let big = result_with(vec![image(
+            "image/png",
+            wit::AttachmentBody::Bytes(vec![0; 4096]),
+        )]);
+        assert!(matches!(
+            collect(big, 1024),
+            Err(ResultError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn an_attachment_must_say_truly_what_it_is() {
+        let resource = |uri: Option<&str>| wit::Attachment {
+            kind: wit::AttachmentKind::Resource,
+            mime_type: "text/plain".into(),
+            uri: uri.map(str::to_string),
+            body: wit::AttachmentBody::Text("hi".into()),
+        };
+        let bad = [
+            image("text/html", wit::AttachmentBody::Bytes(vec![1])),
+            image("image/png", wit::AttachmentBody::Text("x".into())),
+            image("image/png; charset=x", wit::AttachmentBody::Bytes(vec![1])),
+            image("", wit::AttachmentBody::Bytes(vec![1])),
+            resource(None),
+            resource(Some("not a uri")),
+        ];
+        for a in bad {
+            let shown = format!("{a:?}");
+            let e = collect(result_with(vec![a]), 1 << 20).unwrap_err();
+            assert_eq!(e.kind(), "bad_attachment", "{shown}");
+        }
+        assert!(collect(result_with(vec![resource(Some("test://r"))]), 1 << 20).is_ok());
+        let many = (0..=MAX_ATTACHMENTS)
+            .map(|_| image("image/png", wit::AttachmentBody::Bytes(vec![1])))
+            .collect();
+        assert!(collect(result_with(many), 1 << 20).is_err());
+    }
+
+    #[test]
+    fn a_result_without_attachments_keeps_the_digest_it_always_had() {
+        let r = collect(result_with(Vec::new()), 1 << 20).unwrap();
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(!json.contains("attachments"), "{json}");
+    }
 }

@@ -47,6 +47,29 @@ fn python_sdk_lists_and_calls_every_bundled_tool_in_both_eras() {
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 }
 
+/// The conformance tools get what they claim, and nothing else.
+const CONFORMANCE_POLICY: &str = r#"
+[tools.test_simple_text]
+[tools.test_error_handling]
+[tools.test_tool_with_progress]
+[tools.test_image_content]
+[tools.test_audio_content]
+[tools.test_embedded_resource]
+[tools.test_multiple_content_types]
+[tools.test_tool_with_logging]
+capabilities.log = {}
+[tools.test_sampling]
+capabilities.client = { requests = ["sampling"] }
+[tools.test_elicitation]
+capabilities.client = { requests = ["elicitation"] }
+[tools.test_elicitation_sep1034_defaults]
+capabilities.client = { requests = ["elicitation"] }
+[tools.test_elicitation_sep1330_enums]
+capabilities.client = { requests = ["elicitation"] }
+[tools.clock]
+capabilities.clock = { zones = ["*"] }
+"#;
+
 #[tokio::test(flavor = "multi_thread")]
 async fn official_conformance_suite_passes_every_tool_scenario() {
     let node = clients().join("node_modules/.bin/node");
@@ -61,10 +84,24 @@ async fn official_conformance_suite_passes_every_tool_scenario() {
             ("test_simple_text", guest(guests::CONF_SIMPLE_TEXT)),
             ("test_error_handling", guest(guests::CONF_ERROR_HANDLING)),
             ("test_tool_with_progress", guest(guests::CONF_PROGRESS)),
+            ("test_image_content", guest(guests::CONF_IMAGE)),
+            ("test_audio_content", guest(guests::CONF_AUDIO)),
+            ("test_embedded_resource", guest(guests::CONF_RESOURCE)),
+            ("test_multiple_content_types", guest(guests::CONF_MIXED)),
+            ("test_tool_with_logging", guest(guests::CONF_LOGGING)),
+            ("test_sampling", guest(guests::CONF_SAMPLING)),
+            ("test_elicitation", guest(guests::CONF_ELICITATION)),
+            (
+                "test_elicitation_sep1034_defaults",
+                guest(guests::CONF_ELICITATION_DEFAULTS),
+            ),
+            (
+                "test_elicitation_sep1330_enums",
+                guest(guests::CONF_ELICITATION_ENUMS),
+            ),
             ("clock", bundled("clock")),
         ],
-        "[tools.test_simple_text]\n[tools.test_error_handling]\n[tools.test_tool_with_progress]\n\
-         [tools.clock]\ncapabilities.clock = { zones = [\"*\"] }\n",
+        CONFORMANCE_POLICY,
         &[],
         std::process::Stdio::null(),
     );
@@ -94,6 +131,16 @@ async fn official_conformance_suite_passes_every_tool_scenario() {
         "tools-call-simple-text",
         "tools-call-error",
         "tools-call-with-progress",
+        "tools-call-image",
+        "tools-call-audio",
+        "tools-call-embedded-resource",
+        "tools-call-mixed-content",
+        "tools-call-with-logging",
+        "logging-set-level",
+        "tools-call-sampling",
+        "tools-call-elicitation",
+        "elicitation-sep1034-defaults",
+        "elicitation-sep1330-enums",
         "dns-rebinding-protection",
     ] {
         let checks = scenario_checks(&results, scenario);

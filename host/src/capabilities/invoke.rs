@@ -26,15 +26,18 @@ pub(crate) struct ChildLink {
     pub records: Arc<Mutex<Vec<CallRecord>>>,
     /// The parent's cancellation: a child run ends with its parent.
     pub cancel: tokio_util::sync::CancellationToken,
+    /// The parent's client: a child granted `client` asks the same one.
+    pub client: Option<Arc<dyn super::client::ClientChannel>>,
 }
 
 /// The most a child run may have: what is left of the parent's time, the parent's fuel limit.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct ChildCap {
     pub parent_depth: u32,
     pub fuel: u64,
     pub wall_time_ms: u64,
     pub cancel: tokio_util::sync::CancellationToken,
+    pub client: Option<Arc<dyn super::client::ClientChannel>>,
 }
 
 impl Host for Broker {
@@ -105,6 +108,7 @@ impl Host for Broker {
             fuel: link.fuel_cap.min(fuel_left),
             wall_time_ms: left,
             cancel: link.cancel.clone(),
+            client: link.client.clone(),
         };
         let child = link
             .host

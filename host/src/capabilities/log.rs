@@ -1,5 +1,8 @@
-//! `vak:tool/log`: bounded log lines kept in the call record, never on any protocol stream.
+//! `vak:tool/log`: bounded log lines kept in the call record. They never reach a protocol stream
+//! as guest output; a client that asked for logs (MCP `logging/setLevel`) gets the kept lines of
+//! its level and above as log notifications, through the call's [`super::client::ClientChannel`].
 
+use super::client::LogLevel;
 use super::{Broker, Capability};
 use crate::dispatch::bindings::vak::tool::log::{Host, Level};
 use crate::record::LogLine;
@@ -17,10 +20,11 @@ pub struct LogBuffer {
 }
 
 impl LogBuffer {
-    fn push(&mut self, level: &str, message: &str) {
+    /// Keep one line; `None` when it was dropped, else the line as kept.
+    fn push<'m>(&mut self, level: &str, message: &'m str) -> Option<&'m str> {
         if self.lines.len() >= MAX_LINES {
             self.dropped += 1;
-            return;
+            return None;
         }
         let mut end = message.len().min(MAX_LINE_BYTES);
         while !message.is_char_boundary(end) {
@@ -30,6 +34,7 @@ impl LogBuffer {
             level: level.to_string(),
             message: message[..end].to_string(),
         });
+        Some(&message[..end])
     }
 }
 
@@ -42,12 +47,18 @@ impl Host for Broker {
             return;
         }
         let level = match level {
-            Level::Debug => "debug",
-            Level::Info => "info",
-            Level::Warn => "warn",
-            Level::Error => "error",
+            Level::Debug => LogLevel::Debug,
+            Level::Info => LogLevel::Info,
+            Level::Warn => LogLevel::Warn,
+            Level::Error => LogLevel::Error,
         };
-        self.log.push(level, &message);
+        let kept = self.log.push(level.as_str(), &message);
+        // Only kept lines go to the client: the same bound as the record.
+        if let (Some(line), Some(client)) = (kept, &self.client)
+            && client.log_level().is_some_and(|min| level >= min)
+        {
+            client.log(level, line);
+        }
     }
 }
 

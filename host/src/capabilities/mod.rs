@@ -5,6 +5,7 @@
 //! call's [`ReceiptSink`]; the sink is shared with the call record so that receipts survive a
 //! trap, a timeout or a tool error later in the same call.
 
+pub mod client;
 pub mod clock;
 pub mod http;
 pub mod invoke;
@@ -25,16 +26,18 @@ pub enum Capability {
     Workspace,
     Invoke,
     Log,
+    Client,
 }
 
 impl Capability {
     /// Every capability, in a stable order.
-    pub const ALL: [Capability; 5] = [
+    pub const ALL: [Capability; 6] = [
         Capability::Clock,
         Capability::Http,
         Capability::Workspace,
         Capability::Invoke,
         Capability::Log,
+        Capability::Client,
     ];
 
     /// The capability's name in claims and policies.
@@ -45,6 +48,7 @@ impl Capability {
             Capability::Workspace => "workspace",
             Capability::Invoke => "invoke",
             Capability::Log => "log",
+            Capability::Client => "client",
         }
     }
 
@@ -68,7 +72,12 @@ impl Capability {
             Capability::Invoke => {
                 "call the admitted tools the policy lists, as child runs through the whole lifecycle, within this call's budget"
             }
-            Capability::Log => "write bounded log lines into the call record",
+            Capability::Log => {
+                "write bounded log lines into the call record (forwarded to an MCP client that asked for logs)"
+            }
+            Capability::Client => {
+                "ask the caller's client for a model completion (sampling) or a person's answer to a form (elicitation), as the policy grants (each exchange leaves a receipt)"
+            }
         }
     }
 }
@@ -188,6 +197,8 @@ pub struct Broker {
     pub(crate) child: Option<invoke::ChildLink>,
     /// The call's fuel as the epoch callback sees it.
     pub(crate) fuel: Arc<crate::dispatch::state::FuelShare>,
+    /// The caller's client, when the call came over a connection that can answer.
+    pub(crate) client: Option<Arc<dyn client::ClientChannel>>,
 }
 
 /// Why the broker refused a request before carrying it out.
@@ -208,7 +219,14 @@ impl Broker {
             log: log::LogBuffer::default(),
             child: None,
             fuel: Arc::default(),
+            client: None,
         }
+    }
+
+    /// The same broker, forwarding logs to and asking `client` (when there is one).
+    pub(crate) fn attended(mut self, client: Option<Arc<dyn client::ClientChannel>>) -> Self {
+        self.client = client;
+        self
     }
 
     /// The same broker, able to start child runs through `link`.

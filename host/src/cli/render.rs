@@ -343,6 +343,9 @@ pub fn policy(p: &Policy) -> String {
                 vak_host::policy::Scope::Tools(tools) => {
                     format!("child runs of {}", tools.join(", "))
                 }
+                vak_host::policy::Scope::Requests(requests) => {
+                    format!("requests {}", requests.join(", "))
+                }
                 vak_host::policy::Scope::Roots(roots) => roots
                     .iter()
                     .map(|r| format!("{} = {} ({:?})", r.name, r.path.display(), r.mode))

@@ -139,6 +139,11 @@ fn build(engine: &Engine, grants: &GrantSet) -> wasmtime::Result<Linker<CallStat
                     &mut s.broker
                 })?
             }
+            Capability::Client => {
+                vak::client::add_to_linker::<CallState, HasSelf<Broker>>(&mut linker, |s| {
+                    &mut s.broker
+                })?
+            }
         }
     }
     Ok(linker)

@@ -15,6 +15,7 @@
 //! - A call with a progress token gets `notifications/progress` while it runs; a cancelled
 //!   request stops its guest at once, and the record says `cancelled`.
 
+mod client;
 pub mod http;
 mod result;
 mod tools;
@@ -23,6 +24,8 @@ pub use result::{META_PREFIX, call_result};
 pub use tools::declaration;
 
 use crate::{Host, Proposal, Session};
+#[allow(deprecated)] // logging/setLevel: deprecated by SEP-2577, spoken by 2025-11-25 clients
+use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
     PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
@@ -95,6 +98,8 @@ impl Catalog {
 pub struct VakMcp {
     session: Session,
     catalog: Catalog,
+    /// The level `logging/setLevel` asked for on this connection (`None`: no log notifications).
+    log_level: Arc<std::sync::Mutex<Option<crate::capabilities::client::LogLevel>>>,
 }
 
 impl VakMcp {
@@ -103,6 +108,7 @@ impl VakMcp {
         VakMcp {
             session: host.session(principal),
             catalog,
+            log_level: Arc::default(),
         }
     }
 
@@ -128,12 +134,25 @@ impl VakMcp {
         // gone, a cancellation), the call still finishes promptly and leaves its record.
         let session = self.session.clone();
         let cancel = context.ct.clone();
-        let call = tokio::spawn(async move { session.call_cancellable(proposal, cancel).await });
+        // The request's own level (2026-07-28 `_meta`) wins over the connection's setLevel.
+        let level = context
+            .meta
+            .log_level()
+            .map(client::min_level)
+            .or(*self.log_level.lock().unwrap_or_else(|p| p.into_inner()));
+        let (channel, log_task) = client::McpChannel::new(context.peer.clone(), level, &name);
+        let channel: Arc<dyn crate::capabilities::client::ClientChannel> = Arc::new(channel);
+        let call =
+            tokio::spawn(async move { session.call_with_client(proposal, cancel, channel).await });
         let record = match context.meta.get_progress_token() {
             None => call.await,
             Some(token) => report_progress(call, &context, token).await,
         }
         .map_err(|e| McpError::internal_error(format!("the call task failed: {e}"), None))?;
+        if let Some(task) = log_task {
+            // The call is over and its channel dropped: the log lines go out before the result.
+            let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+        }
         if let Some(Err(e)) = &record.journaled {
             // An acknowledged call always has its record: without one, the call is not answered
             // as if it had gone well.
@@ -200,7 +219,12 @@ impl ServerHandler for VakMcp {
     fn get_info(&self) -> ServerConfig {
         let mut implementation = Implementation::new("vak", env!("CARGO_PKG_VERSION"));
         implementation.title = Some("vak: a WebAssembly-sandboxed tool host".into());
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        #[allow(deprecated)] // logging: deprecated by SEP-2577, spoken by 2025-11-25 clients
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_logging()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(implementation)
             .with_instructions(
                 "Every tool runs in a fresh WebAssembly sandbox with only the capabilities its \
@@ -229,6 +253,18 @@ impl ServerHandler for VakMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         self.run_call(request, context).await
+    }
+
+    #[allow(deprecated)] // logging/setLevel: deprecated by SEP-2577, spoken by 2025-11-25 clients
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // Guest log lines of this level and above reach the client while its calls run.
+        *self.log_level.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(client::min_level(request.level));
+        Ok(())
     }
 }
 

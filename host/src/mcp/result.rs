@@ -32,6 +32,7 @@ pub fn call_result(record: &CallRecord, declared_output: bool) -> Value {
             if let Some(p) = &payload {
                 content.push(json!({ "type": "text", "text": p.to_string() }));
             }
+            content.extend(result.attachments.iter().map(attachment_content));
             let mut out = json!({
                 "resultType": "complete",
                 "content": content,
@@ -111,6 +112,25 @@ fn refusal_text(record: &CallRecord) -> String {
         text.push_str(&format!("\nDetails: {}", e.details));
     }
     text
+}
+
+/// An attachment as MCP content: `image`, `audio`, or an embedded `resource` (text or blob).
+fn attachment_content(a: &crate::record::AttachmentRecord) -> Value {
+    match a.kind.as_str() {
+        "image" | "audio" => json!({
+            "type": a.kind,
+            "data": a.base64.as_deref().unwrap_or_default(),
+            "mimeType": a.mime_type,
+        }),
+        _ => {
+            let mut resource = json!({ "uri": a.uri, "mimeType": a.mime_type });
+            match (&a.text, &a.base64) {
+                (Some(t), _) => resource["text"] = json!(t),
+                (None, b) => resource["blob"] = json!(b.as_deref().unwrap_or_default()),
+            }
+            json!({ "type": "resource", "resource": resource })
+        }
+    }
 }
 
 fn error_result(text: String, meta: Value) -> Value {

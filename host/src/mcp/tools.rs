@@ -104,6 +104,13 @@ impl Hints {
                     h.read_only = false;
                     h.open_world = true;
                 }
+                // A completion comes from a model outside the host: an open world. Asking the
+                // person (elicitation) changes nothing and reaches no one else.
+                (Capability::Client, Scope::Requests(requests))
+                    if requests.iter().any(|r| r == "sampling") =>
+                {
+                    h.open_world = true;
+                }
                 (Capability::Workspace, Scope::Roots(roots))
                     if roots.iter().any(|r| r.mode == RootMode::ReadWrite) =>
                 {
