@@ -7,6 +7,7 @@ mod guests;
 fn main() {
     let packages = [
         ("hostile", "vak-guest-hostile"),
+        ("table_bomb", "vak-guest-table-bomb"),
         ("undeclared", "vak-guest-undeclared"),
         ("remote_ref", "vak-guest-remote-ref"),
         ("files", "vak-guest-files"),

@@ -365,3 +365,72 @@ async fn effects_done_before_a_trap_stay_in_the_record() {
     assert_eq!(r.receipts.len(), 2, "both readings are on record");
     assert!(r.receipts.iter().all(|x| x.ok && x.call_id == r.call_id));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bulk_memory_copies_are_stopped_at_the_deadline_within_one_copy() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(NO_FUEL_POLICY, &cache).await;
+    // 16 MiB copied back and forth: each `memory.copy` moves 8 MiB, and the epoch can only stop
+    // the guest between two of them, so the overshoot is bounded by what one copy of at most the
+    // memory cap costs.
+    let started = std::time::Instant::now();
+    let r = hostile(&host, "bulk-copy", 16).await;
+    let elapsed = started.elapsed();
+    assert_eq!(
+        error_kind(&r),
+        "deadline_exceeded",
+        "{}",
+        r.to_json_pretty()
+    );
+    assert!(elapsed.as_millis() >= 300, "{elapsed:?}");
+    assert!(
+        elapsed.as_millis() < 300 + 1_500,
+        "a bulk copy loop overshot its 300 ms deadline: {elapsed:?}"
+    );
+    assert_still_serving(&host).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_of_host_handles_stops_at_the_handle_cap() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(POLICY, &cache).await;
+    let r = hostile(&host, "handles", 1_000_000).await;
+    assert_eq!(error_kind(&r), "too_many_handles", "{}", r.to_json_pretty());
+    assert_eq!(r.error.as_ref().unwrap().details["limit"], 4096);
+    assert_eq!(r.error.as_ref().unwrap().retryable, false);
+    // A tool that needs a few handles is not affected.
+    let r = hostile(&host, "handles", 100).await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    assert_still_serving(&host).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_table_with_a_huge_minimum_is_refused_at_admission_and_the_rest_is_served() {
+    let cache = tempfile::tempdir().unwrap();
+    let policy = format!("{POLICY}\n[tools.table_bomb]\n");
+    let host = host_with(
+        &[
+            ("clock", bundled("clock")),
+            ("hostile", guest(guests::HOSTILE)),
+            ("table_bomb", guest(guests::TABLE_BOMB)),
+        ],
+        &policy,
+        cache.path(),
+    )
+    .await;
+    assert!(host.tool("table_bomb").is_none());
+    let exam = host
+        .examinations()
+        .iter()
+        .find(|e| e.source == "table_bomb")
+        .expect("examined");
+    let vak_host::Verdict::Refused { kind, reason } = &exam.verdict else {
+        panic!("admitted: {exam:?}");
+    };
+    assert_eq!(kind, "compile_failed");
+    assert!(
+        reason.contains("table") && reason.contains("50000"),
+        "{reason}"
+    );
+    assert_still_serving(&host).await;
+}

@@ -31,6 +31,8 @@ pub enum DispatchError {
     MemoryLimitExceeded { limit: u64, requested: u64 },
     #[error("a table of the call asked for {requested} elements; the limit is {limit}")]
     TableLimitExceeded { limit: u64, requested: u64 },
+    #[error("the call holds more than {limit} host resource handles (streams, pollables) at once")]
+    TooManyHandles { limit: u64 },
     #[error("the call overflowed its wasm stack ({limit} bytes)")]
     StackOverflow { limit: u64 },
     #[error("the tool panicked: {message}")]
@@ -60,6 +62,7 @@ impl StageError for DispatchError {
             DispatchError::DeadlineExceeded { .. } => "deadline_exceeded",
             DispatchError::MemoryLimitExceeded { .. } => "memory_limit_exceeded",
             DispatchError::TableLimitExceeded { .. } => "table_limit_exceeded",
+            DispatchError::TooManyHandles { .. } => "too_many_handles",
             DispatchError::StackOverflow { .. } => "stack_overflow",
             DispatchError::GuestPanicked { .. } => "guest_panicked",
             DispatchError::GuestExited { .. } => "guest_exited",
@@ -86,7 +89,9 @@ impl StageError for DispatchError {
             | DispatchError::TableLimitExceeded { limit, requested } => {
                 json!({ "limit": limit, "requested": requested })
             }
-            DispatchError::StackOverflow { limit } => json!({ "limit": limit }),
+            DispatchError::StackOverflow { limit } | DispatchError::TooManyHandles { limit } => {
+                json!({ "limit": limit })
+            }
             DispatchError::GuestExited { code } => json!({ "code": code }),
             DispatchError::Busy { limit } => json!({ "limit": limit }),
             _ => serde_json::Value::Null,
@@ -266,6 +271,16 @@ impl Runtime {
         {
             return DispatchError::Busy {
                 limit: self.settings.max_concurrent_calls,
+            };
+        }
+        if error.chain().any(|e| {
+            matches!(
+                e.downcast_ref::<wasmtime::component::ResourceTableError>(),
+                Some(wasmtime::component::ResourceTableError::Full)
+            )
+        }) {
+            return DispatchError::TooManyHandles {
+                limit: super::state::MAX_HOST_HANDLES as u64,
             };
         }
         if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {

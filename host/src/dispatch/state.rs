@@ -13,6 +13,10 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 pub const MAX_CAPTURE_BYTES: usize = 64 << 10;
 /// Table elements any one table may grow to.
 pub const MAX_TABLE_ELEMENTS: usize = 100_000;
+/// Host resource handles (WASI streams, pollables, …) one call may hold at once. They live in
+/// host memory, outside the guest's memory cap, so they are capped here (wasmtime's default is
+/// a million). Component-model handles are capped store-wide by wasmtime itself (100,000).
+pub const MAX_HOST_HANDLES: usize = 4096;
 
 /// The fuel of a running call, shared with its broker: the epoch callback publishes what is left
 /// and applies debits (the fuel its child runs used), so a child's budget is carved out of what
@@ -54,7 +58,11 @@ impl CallState {
             .build();
         CallState {
             wasi,
-            table: ResourceTable::new(),
+            table: {
+                let mut table = ResourceTable::new();
+                table.set_max_capacity(MAX_HOST_HANDLES);
+                table
+            },
             limiter: CallLimiter::new(memory_bytes),
             broker,
             stdout,

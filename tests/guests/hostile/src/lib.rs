@@ -4,7 +4,8 @@ use vak_guest::prelude::*;
 
 #[derive(Deserialize, JsonSchema)]
 pub struct Args {
-    /// spin | spin-host | sleep | grow | recurse | big-result | flood | panic | ok
+    /// spin | spin-host | sleep | grow | recurse | big-result | flood | handles | bulk-copy |
+    /// panic | ok (and the others below)
     pub mode: String,
     /// A size for modes that take one.
     #[serde(default)]
@@ -15,6 +16,26 @@ pub struct Args {
 }
 
 pub struct Hostile;
+
+#[link(wasm_import_module = "wasi:clocks/monotonic-clock@0.2.6")]
+unsafe extern "C" {
+    /// `subscribe-duration: func(when: duration) -> pollable`, lowered: a u64 in, a handle out.
+    #[link_name = "subscribe-duration"]
+    fn subscribe_duration(nanos: i64) -> i32;
+}
+
+/// Take `n` pollables from the host and never drop them: each is a host-side resource.
+fn hoard_handles(n: u64) -> u64 {
+    let mut held = 0;
+    for _ in 0..n {
+        // SAFETY: the import takes a plain integer and returns a handle index; no memory of
+        // this module is passed or written. Leaking the handle is this mode's purpose.
+        let handle = unsafe { subscribe_duration(1_000_000_000) };
+        std::hint::black_box(handle);
+        held += 1;
+    }
+    held
+}
 
 // Recursing without end is this mode's whole point.
 #[allow(unconditional_recursion)]
@@ -127,6 +148,17 @@ impl Tool for Hostile {
                 let _ = clock::now("UTC");
                 let _ = clock::now("UTC");
                 panic!("after two readings");
+            }
+            "handles" => Ok(Output::markdown(format!("held {}", hoard_handles(args.n)))),
+            "bulk-copy" => {
+                // memory.copy over `n` MiB, forever: few instructions, much work each.
+                let len = (args.n.max(1) as usize) << 20;
+                let mut buf = vec![7u8; len];
+                loop {
+                    buf.copy_within(0..len / 2, len / 2);
+                    buf.copy_within(len / 2.., 0);
+                    std::hint::black_box(&mut buf);
+                }
             }
             "panic" => panic!("boom"),
             "ok" => Ok(Output::markdown("fine")),
