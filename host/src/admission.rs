@@ -95,6 +95,10 @@ pub struct Import {
 pub enum AdmissionError {
     #[error("not a WebAssembly component this engine can compile: {0}")]
     Compile(String),
+    #[error("the component is {size} bytes; this host compiles components of at most {limit}")]
+    TooLarge { size: usize, limit: usize },
+    #[error("the component did not compile within {limit_ms} ms; refused")]
+    CompileTimeout { limit_ms: u64 },
     #[error(
         "the component does not export `{WIT_PACKAGE}/tool@{WIT_ACCEPTS}` (it exports: {exports:?})"
     )]
@@ -130,6 +134,8 @@ impl AdmissionError {
     pub fn kind(&self) -> &'static str {
         match self {
             AdmissionError::Compile(_) => "compile_failed",
+            AdmissionError::TooLarge { .. } => "too_large",
+            AdmissionError::CompileTimeout { .. } => "compile_timeout",
             AdmissionError::NotATool { .. } => "not_a_tool",
             AdmissionError::UnsupportedVersion { .. } => "unsupported_version",
             AdmissionError::ForbiddenImports { .. } => "forbidden_imports",
@@ -278,6 +284,64 @@ impl Runtime {
         }
     }
 
+    /// Compile (or load from the AOT cache) within the engine's size and time bounds.
+    ///
+    /// The compile runs on a thread of its own so that it neither blocks the async runtime nor
+    /// holds admission past `compile_timeout`. Cranelift cannot be interrupted, so a compile
+    /// that overruns finishes in the background and its artifact is dropped; what bounds its
+    /// memory and CPU is the size cap here together with wasmparser's per-module limits (on
+    /// function size, locals, and counts), which apply before any code is generated.
+    async fn compile_bounded(
+        &self,
+        bytes: &[u8],
+        digest: &str,
+    ) -> Result<wasmtime::component::Component, AdmissionError> {
+        let limit = self.settings.max_component_bytes;
+        if bytes.len() > limit {
+            return Err(AdmissionError::TooLarge {
+                size: bytes.len(),
+                limit,
+            });
+        }
+        let timeout = self.settings.compile_timeout;
+        let abandoned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job = (
+            self.engine.clone(),
+            self.cache.clone(),
+            bytes.to_vec(),
+            digest.to_string(),
+            abandoned.clone(),
+        );
+        std::thread::Builder::new()
+            .name("vak-compile".into())
+            // Cranelift recurses on deeply nested code; give it the stack a main thread has.
+            .stack_size(8 << 20)
+            .spawn(move || {
+                let (engine, cache, bytes, digest, abandoned) = job;
+                let _ = tx.send(cache.load_or_compile(&engine, &bytes, &digest, &abandoned));
+            })
+            .map_err(|e| AdmissionError::Compile(format!("no thread to compile on: {e}")))?;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(Ok((component, _origin)))) => Ok(component),
+            Ok(Ok(Err(e))) => Err(AdmissionError::Compile(format!("{e:#}"))),
+            Ok(Err(_)) => Err(AdmissionError::Compile(
+                "the compiler stopped without an answer (it panicked)".into(),
+            )),
+            Err(_) => {
+                abandoned.store(true, std::sync::atomic::Ordering::Release);
+                tracing::warn!(
+                    digest,
+                    timeout_ms = timeout.as_millis() as u64,
+                    "compile took too long; component refused"
+                );
+                Err(AdmissionError::CompileTimeout {
+                    limit_ms: timeout.as_millis() as u64,
+                })
+            }
+        }
+    }
+
     #[allow(clippy::type_complexity)]
     async fn admit_inner(
         &self,
@@ -294,10 +358,7 @@ impl Runtime {
         ),
         AdmissionError,
     > {
-        let (component, _origin) = self
-            .cache
-            .load_or_compile(&self.engine, bytes, &exam.digest)
-            .map_err(|e| AdmissionError::Compile(format!("{e:#}")))?;
+        let component = self.compile_bounded(bytes, &exam.digest).await?;
 
         let ty = component.component_type();
         for (name, item) in ty.imports(&self.engine) {

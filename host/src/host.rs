@@ -276,24 +276,51 @@ impl Session {
     }
 
     /// Run one proposal through the whole lifecycle, charged to this session.
+    ///
+    /// A call, once started, always reaches its end and leaves its record (and journal entry):
+    /// it runs on a task of its own, and dropping this future cancels it (the guest is stopped
+    /// at once and the record says `cancelled`) instead of abandoning it half-way.
     pub async fn call(&self, proposal: Proposal) -> CallRecord {
-        self.host
-            .call_with(self, proposal, None, CancellationToken::new(), None)
+        self.detached(proposal, CancellationToken::new(), None)
             .await
     }
 
     /// [`Session::call`], ended early when `cancel` fires: a running guest is stopped at once (at
     /// its next epoch tick, or while it waits in a host call), its child runs with it, and the
-    /// record says `cancelled` at the stage where the call was. Dropping the future of
-    /// [`Session::call`] also stops the guest, but leaves no record; cancel with a token instead.
+    /// record says `cancelled` at the stage where the call was.
     pub async fn call_cancellable(
         &self,
         proposal: Proposal,
         cancel: CancellationToken,
     ) -> CallRecord {
-        self.host
-            .call_with(self, proposal, None, cancel, None)
-            .await
+        self.detached(proposal, cancel, None).await
+    }
+
+    /// Run the lifecycle on a task of its own, cancelled if the returned future is dropped.
+    async fn detached(
+        &self,
+        proposal: Proposal,
+        cancel: CancellationToken,
+        client: Option<Arc<dyn crate::capabilities::client::ClientChannel>>,
+    ) -> CallRecord {
+        let session = self.clone();
+        let guard = cancel.clone().drop_guard();
+        let task = tokio::spawn(async move {
+            session
+                .host
+                .call_with(&session, proposal, None, cancel, client)
+                .await
+        });
+        let ended = task.await;
+        guard.disarm();
+        match ended {
+            Ok(record) => record,
+            // The lifecycle does not panic on anything a guest or caller controls; should it
+            // panic anyway, that is a defect of the host and is not hidden.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Only a runtime shutting down cancels a task, and then this future goes with it.
+            Err(e) => panic!("the call's task was stopped by its runtime: {e}"),
+        }
     }
 
     /// [`Session::call_cancellable`], for a caller with a client: the guest's log lines of the
@@ -305,9 +332,7 @@ impl Session {
         cancel: CancellationToken,
         client: Arc<dyn crate::capabilities::client::ClientChannel>,
     ) -> CallRecord {
-        self.host
-            .call_with(self, proposal, None, cancel, Some(client))
-            .await
+        self.detached(proposal, cancel, Some(client)).await
     }
 }
 

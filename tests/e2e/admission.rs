@@ -225,3 +225,134 @@ async fn a_schema_with_a_remote_ref_is_refused_at_admission() {
     );
     assert!(host.tool("remote-ref").is_none());
 }
+
+/// A component of `functions` core functions, each `groups` × (two reads, a multiply, a write)
+/// over 64 live locals: valid, small on disk, and slow for Cranelift to compile.
+fn compile_bomb(functions: u32, groups: u32) -> Vec<u8> {
+    use wasm_encoder::{
+        CodeSection, Function, FunctionSection, Instruction, Module, ModuleSection, TypeSection,
+        ValType,
+    };
+    let mut types = TypeSection::new();
+    types.ty().function([ValType::I64], [ValType::I64]);
+    let mut funcs = FunctionSection::new();
+    let mut code = CodeSection::new();
+    for _ in 0..functions {
+        funcs.function(0);
+        let mut f = Function::new([(64, ValType::I64)]);
+        for i in 0..groups {
+            f.instruction(&Instruction::LocalGet(1 + i % 64));
+            f.instruction(&Instruction::LocalGet(1 + (i * 7) % 64));
+            f.instruction(&Instruction::I64Mul);
+            f.instruction(&Instruction::LocalSet(1 + (i * 13) % 64));
+        }
+        f.instruction(&Instruction::LocalGet(1));
+        f.instruction(&Instruction::End);
+        code.function(&f);
+    }
+    let mut module = Module::new();
+    module.section(&types).section(&funcs).section(&code);
+    let mut component = wasm_encoder::Component::new();
+    component.section(&ModuleSection(&module));
+    component.finish()
+}
+
+async fn host_with_settings(
+    settings: vak_host::EngineSettings,
+    sources: &[(&str, Vec<u8>)],
+) -> vak_host::Host {
+    let mut builder = HostBuilder::new()
+        .policy(
+            Policy::parse(
+                "[tools.clock]\ncapabilities.clock = { zones = [\"*\"] }\n",
+                "test",
+            )
+            .unwrap(),
+        )
+        .cache_dir(settings.cache_dir.clone())
+        .engine_settings(settings);
+    for (name, bytes) in sources {
+        builder = builder.component(*name, bytes.clone());
+    }
+    builder.build().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compile_bomb_is_refused_within_the_compile_bound_and_never_cached() {
+    let cache = tempfile::tempdir().unwrap();
+    let bomb = compile_bomb(4, 400_000);
+    let settings = vak_host::EngineSettings {
+        compile_timeout: std::time::Duration::from_millis(50),
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..vak_host::EngineSettings::default()
+    };
+    // The honest tool is compiled into the cache first, so that the bomb's compile (which takes
+    // both cores) cannot push it past the tight bound this test sets.
+    let warm = vak_host::EngineSettings {
+        compile_timeout: std::time::Duration::from_secs(60),
+        ..settings.clone()
+    };
+    host_with_settings(warm, &[("clock", bundled("clock"))]).await;
+
+    let started = std::time::Instant::now();
+    let host = host_with_settings(
+        settings.clone(),
+        &[("bomb", bomb.clone()), ("clock", bundled("clock"))],
+    )
+    .await;
+    let admitted_in = started.elapsed();
+    let bomb_exam = host
+        .examinations()
+        .iter()
+        .find(|e| e.source == "bomb")
+        .unwrap();
+    let (kind, reason) = refusal(bomb_exam);
+    assert_eq!(kind, "compile_timeout", "{reason}");
+    assert!(reason.contains("50 ms"), "{reason}");
+    // Admission went on to the next component at once and serves it.
+    assert!(host.tool("clock").is_some(), "{:#?}", host.examinations());
+    let r = host.call(Proposal::new("clock", r#"{"zone":"UTC"}"#)).await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+
+    // The abandoned compile goes on in the background (Cranelift cannot be interrupted); once it
+    // has ended, it has left no artifact for a later start to load.
+    let compiles = || host.runtime().cache().compiles();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while compiles() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the bomb never finished compiling"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let compiled_in = started.elapsed();
+    eprintln!(
+        "admission refused the bomb after {admitted_in:?}; its compile ended after {compiled_in:?}"
+    );
+    assert!(compiled_in > admitted_in, "the bound cut the wait short");
+    let again = host_with_settings(settings, &[("bomb", bomb)]).await;
+    assert_eq!(
+        again.runtime().cache().hits(),
+        0,
+        "the bomb's artifact was cached"
+    );
+    assert_eq!(refusal(&again.examinations()[0]).0, "compile_timeout");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_component_over_the_size_cap_is_refused_before_it_is_parsed() {
+    let cache = tempfile::tempdir().unwrap();
+    let settings = vak_host::EngineSettings {
+        max_component_bytes: 64 << 10,
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..vak_host::EngineSettings::default()
+    };
+    // Not even a component: the size check comes first.
+    let host = host_with_settings(settings, &[("huge", vec![0u8; 1 << 20])]).await;
+    let (kind, reason) = refusal(&host.examinations()[0]);
+    assert_eq!(kind, "too_large");
+    assert!(
+        reason.contains("1048576") && reason.contains("65536"),
+        "{reason}"
+    );
+}

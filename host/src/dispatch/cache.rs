@@ -6,7 +6,7 @@ use crate::digest::{Sha256Hasher, sha256_hex};
 use sha2::Digest;
 use std::hash::Hash;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -75,12 +75,15 @@ impl AotCache {
         self.dir.as_ref().map(|d| d.join(format!("{key}.cwasm")))
     }
 
-    /// The compiled component for `bytes` (whose SHA-256 is `digest`).
+    /// The compiled component for `bytes` (whose SHA-256 is `digest`). When `abandoned` is set
+    /// by the time a compile ends (admission stopped waiting for it), its artifact is dropped,
+    /// not cached: a component refused for its compile time must not be admitted next start.
     pub(crate) fn load_or_compile(
         &self,
         engine: &Engine,
         bytes: &[u8],
         digest: &str,
+        abandoned: &AtomicBool,
     ) -> wasmtime::Result<(Component, Origin)> {
         let path = self.path_for(digest);
         // Read the artifact into memory rather than mapping the file: a file truncated or
@@ -113,6 +116,9 @@ impl AotCache {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "component compiled"
         );
+        if abandoned.load(Ordering::Acquire) {
+            wasmtime::bail!("compiled after admission stopped waiting; artifact dropped");
+        }
         if let Some(path) = &path {
             write_atomically(path, &artifact);
         }

@@ -25,6 +25,12 @@ pub struct EngineSettings {
     pub max_wasm_stack: usize,
     /// Where compiled components are cached (`None`: no on-disk cache).
     pub cache_dir: Option<std::path::PathBuf>,
+    /// The largest component admission will compile, in bytes; a larger one is refused as
+    /// `too_large` before any parsing.
+    pub max_component_bytes: usize,
+    /// How long admission waits for one component to compile before it refuses it as
+    /// `compile_timeout`.
+    pub compile_timeout: std::time::Duration,
 }
 
 impl Default for EngineSettings {
@@ -34,6 +40,10 @@ impl Default for EngineSettings {
             max_memory_bytes: 512 << 20,
             max_wasm_stack: 512 << 10,
             cache_dir: AotCache::default_dir(),
+            // Python components (componentize-py) are 35-45 MB; a tool ten times that is not.
+            max_component_bytes: 256 << 20,
+            // Such a Python component compiles in seconds here; a minute is a generous bound.
+            compile_timeout: std::time::Duration::from_secs(60),
         }
     }
 }
@@ -50,7 +60,7 @@ pub enum RuntimeError {
 /// The engine, the AOT cache, the linkers per grant set and the epoch ticker.
 pub struct Runtime {
     pub(crate) engine: Engine,
-    pub(crate) cache: AotCache,
+    pub(crate) cache: Arc<AotCache>,
     pub(crate) linkers: Linkers,
     pub(crate) ticker: EpochTicker,
     pub(crate) settings: EngineSettings,
@@ -93,7 +103,7 @@ impl Runtime {
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
 
         let engine = Engine::new(&config).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
-        let cache = AotCache::open(&engine, settings.cache_dir.clone())?;
+        let cache = Arc::new(AotCache::open(&engine, settings.cache_dir.clone())?);
         let ticker = EpochTicker::start(engine.clone());
         let linkers = Linkers::default();
         Ok(Runtime {

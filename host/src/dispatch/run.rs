@@ -154,7 +154,11 @@ impl Runtime {
             Ok(if Instant::now() >= deadline || cancelled.is_cancelled() {
                 UpdateDeadline::Interrupt
             } else {
-                UpdateDeadline::Continue(1)
+                // Yield to the executor once per tick: a guest that computes for seconds must
+                // not hold a runtime worker, or the timers and cancellations of every other task
+                // on it (other calls, the MCP transport) wait until its deadline. tokio's
+                // `yield_now` lets the driver run first; a trivial call never reaches a tick.
+                UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))
             })
         });
         store.set_epoch_deadline(1);
