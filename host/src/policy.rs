@@ -24,12 +24,24 @@ pub enum PolicyError {
     },
     #[error("policy {origin}: {message}")]
     Syntax { origin: String, message: String },
-    #[error("policy {origin}: tool `{tool}`: {message}")]
+    #[error("policy {origin}, line {line}: tool `{tool}`: {message}")]
     Scope {
         origin: String,
         tool: String,
+        /// The line of the tool's table (1-based).
+        line: usize,
         message: String,
     },
+}
+
+impl PolicyError {
+    /// The error placed at `line` (scope errors are found after parsing, by tool).
+    fn at_line(mut self, at: usize) -> PolicyError {
+        if let PolicyError::Scope { line, .. } = &mut self {
+            *line = at;
+        }
+        self
+    }
 }
 
 /// Caps on one call's resources; `None` falls back to the policy's defaults, then the host's.
@@ -75,7 +87,7 @@ struct PolicyFile {
     #[serde(default)]
     session: SessionCaps,
     #[serde(default)]
-    tools: BTreeMap<String, ToolGrantFile>,
+    tools: BTreeMap<String, toml::Spanned<ToolGrantFile>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -371,7 +383,31 @@ impl Policy {
             message: e.to_string().trim_end().to_string(),
         })?;
         let mut tools = BTreeMap::new();
-        for (name, grant) in file.tools {
+        for (name, spanned) in file.tools {
+            let line = 1 + text[..spanned.span().start.min(text.len())]
+                .matches('\n')
+                .count();
+            let grant = spanned.into_inner();
+            let grant = Self::compile_grant(origin, name, grant, &file.defaults)
+                .map_err(|e| e.at_line(line))?;
+            tools.insert(grant.tool.clone(), Arc::new(grant));
+        }
+        Ok(Policy {
+            origin: origin.to_string(),
+            defaults: file.defaults,
+            session: file.session,
+            tools,
+        })
+    }
+
+    /// One tool's table, checked and compiled.
+    fn compile_grant(
+        origin: &str,
+        name: String,
+        grant: ToolGrantFile,
+        defaults: &Caps,
+    ) -> Result<ToolGrant, PolicyError> {
+        {
             let mut capabilities = BTreeMap::new();
             if let Some(clock) = grant.capabilities.clock {
                 capabilities.insert(
@@ -396,6 +432,7 @@ impl Policy {
                     return Err(PolicyError::Scope {
                         origin: origin.into(),
                         tool: name.clone(),
+                        line: 0,
                         message: "`invoke.tools` names the tool itself; a tool may not call itself"
                             .into(),
                     });
@@ -414,6 +451,7 @@ impl Policy {
                     return Err(PolicyError::Scope {
                         origin: origin.into(),
                         tool: name.clone(),
+                        line: 0,
                         message: format!(
                             "`client.requests` names {bad:?}; the requests are {CLIENT_REQUESTS:?}"
                         ),
@@ -421,22 +459,13 @@ impl Policy {
                 }
                 capabilities.insert(Capability::Client, Scope::Requests(client.requests));
             }
-            tools.insert(
-                name.clone(),
-                Arc::new(ToolGrant {
-                    tool: name,
-                    capabilities,
-                    caps: grant.caps.or(file.defaults),
-                    principals: grant.principals,
-                }),
-            );
+            Ok(ToolGrant {
+                tool: name,
+                capabilities,
+                caps: grant.caps.or(*defaults),
+                principals: grant.principals,
+            })
         }
-        Ok(Policy {
-            origin: origin.to_string(),
-            defaults: file.defaults,
-            session: file.session,
-            tools,
-        })
     }
 
     /// The grant for `tool`, if the policy names it.
@@ -470,6 +499,7 @@ fn compile_http(origin: &str, tool: &str, h: HttpGrantFile) -> Result<HttpScope,
     let fail = |message: String| PolicyError::Scope {
         origin: origin.into(),
         tool: tool.into(),
+        line: 0,
         message,
     };
     if h.origins.is_empty() {
@@ -494,11 +524,23 @@ fn compile_http(origin: &str, tool: &str, h: HttpGrantFile) -> Result<HttpScope,
                 "`http.origins` entry {text:?} may not carry a query, fragment or user"
             )));
         }
+        let path_prefix = url.path().to_string();
+        if let Some(o) = origins.iter().find(|o: &&Origin| {
+            o.scheme == url.scheme()
+                && o.host == host
+                && o.port == port
+                && o.path_prefix == path_prefix
+        }) {
+            return Err(fail(format!(
+                "`http.origins` lists {text:?} and {:?}, the same origin twice",
+                o.text
+            )));
+        }
         origins.push(Origin {
             scheme: url.scheme().to_string(),
             host: host.to_string(),
             port,
-            path_prefix: url.path().to_string(),
+            path_prefix,
             text,
         });
     }
@@ -514,6 +556,7 @@ fn compile_roots(origin: &str, tool: &str, roots: Vec<RootFile>) -> Result<Vec<R
     let fail = |message: String| PolicyError::Scope {
         origin: origin.into(),
         tool: tool.into(),
+        line: 0,
         message,
     };
     let mut out: Vec<Root> = Vec::new();
@@ -527,6 +570,20 @@ fn compile_roots(origin: &str, tool: &str, roots: Vec<RootFile>) -> Result<Vec<R
         if !r.path.is_absolute() {
             return Err(fail(format!(
                 "workspace root {:?} has a relative path {}; give an absolute one",
+                r.name,
+                r.path.display()
+            )));
+        }
+        // Overlapping roots would reach the same files under two names, so a read-only root
+        // inside (or around) a read-write one would not be read-only; one root per tree.
+        if let Some(o) = out
+            .iter()
+            .find(|o| o.path.starts_with(&r.path) || r.path.starts_with(&o.path))
+        {
+            return Err(fail(format!(
+                "workspace roots {:?} ({}) and {:?} ({}) overlap; grant each tree once",
+                o.name,
+                o.path.display(),
                 r.name,
                 r.path.display()
             )));
@@ -545,6 +602,7 @@ fn compile_zones(origin: &str, tool: &str, zones: Vec<String>) -> Result<ZoneSco
         return Err(PolicyError::Scope {
             origin: origin.into(),
             tool: tool.into(),
+            line: 0,
             message: "`clock.zones` is empty; list zones or use [\"*\"] for any zone".into(),
         });
     }
@@ -556,6 +614,7 @@ fn compile_zones(origin: &str, tool: &str, zones: Vec<String>) -> Result<ZoneSco
             return Err(PolicyError::Scope {
                 origin: origin.into(),
                 tool: tool.into(),
+                line: 0,
                 message: format!("`clock.zones` names {zone:?}, which is not a known IANA zone"),
             });
         }

@@ -221,3 +221,65 @@ async fn generated_provider_documents_never_panic_and_defects_are_refused() {
         "a refused provider call reached a tool"
     );
 }
+
+/// The error for `policy`, as an operator sees it.
+fn policy_error(policy: &str) -> String {
+    match vak_host::Policy::parse(policy, "vak.toml") {
+        Ok(_) => panic!("accepted:\n{policy}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn policy_mistakes_are_refused_with_the_line_they_are_on() {
+    // Unknown keys, at the top, in a tool, in a capability: toml names the line and column.
+    let e = policy_error("[defaults]\nfuel = 1\n\n[tools.clock]\nfule = 5\n");
+    assert!(
+        e.contains("vak.toml") && e.contains("line 5") && e.contains("fule"),
+        "{e}"
+    );
+    let e =
+        policy_error("[tools.clock]\ncapabilities.clock = { zones = [\"UTC\"], zone = \"x\" }\n");
+    assert!(e.contains("line 2") && e.contains("zone"), "{e}");
+    let e = policy_error("[tools.clock]\ncapabilities.teleport = {}\n");
+    assert!(e.contains("line 2") && e.contains("teleport"), "{e}");
+    // Wrong types.
+    let e = policy_error("[tools.clock]\ncaps = { fuel = \"lots\" }\n");
+    assert!(e.contains("line 2") && e.contains("fuel"), "{e}");
+
+    // Bad scopes: the line of the tool's table and the tool's name.
+    let text = "[tools.clock]\ncapabilities.clock = { zones = [\"UTC\"] }\n\n[tools.mars]\ncapabilities.clock = { zones = [\"Mars/Olympus_Mons\"] }\n";
+    let e = policy_error(text);
+    assert!(
+        e.contains("line 4") && e.contains("`mars`") && e.contains("Mars/Olympus_Mons"),
+        "{e}"
+    );
+    let e = policy_error(
+        "\n[tools.fetch]\ncapabilities.http = { origins = [\"ftp://example.org\"] }\n",
+    );
+    assert!(
+        e.contains("line 2") && e.contains("not http or https"),
+        "{e}"
+    );
+    let e = policy_error("[tools.self]\ncapabilities.invoke = { tools = [\"self\"] }\n");
+    assert!(e.contains("line 1") && e.contains("call itself"), "{e}");
+
+    // Overlapping grants: the same files under two roots, the same origin twice.
+    let e = policy_error(
+        "[tools.files]\ncapabilities.workspace = { roots = [\n  { name = \"all\", path = \"/srv\", mode = \"read-only\" },\n  { name = \"out\", path = \"/srv/out\", mode = \"read-write\" },\n] }\n",
+    );
+    assert!(
+        e.contains("line 1")
+            && e.contains("overlap")
+            && e.contains("\"all\"")
+            && e.contains("\"out\""),
+        "{e}"
+    );
+    let e = policy_error(
+        "[tools.fetch]\ncapabilities.http = { origins = [\"https://example.org\", \"https://example.org:443\"] }\n",
+    );
+    assert!(e.contains("same origin twice"), "{e}");
+    // A table given twice is a TOML error, with its line.
+    let e = policy_error("[tools.a]\n\n[tools.a]\n");
+    assert!(e.contains("line 3"), "{e}");
+}
