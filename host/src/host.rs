@@ -296,6 +296,19 @@ impl Session {
         self.detached(proposal, cancel, None).await
     }
 
+    /// The lifecycle on the caller's task, for a caller that has spawned one for the call
+    /// already (the MCP server) and cancels it with `cancel`.
+    pub(crate) async fn call_on_this_task(
+        &self,
+        proposal: Proposal,
+        cancel: CancellationToken,
+        client: Arc<dyn crate::capabilities::client::ClientChannel>,
+    ) -> CallRecord {
+        self.host
+            .call_with(self, proposal, None, cancel, Some(client))
+            .await
+    }
+
     /// Run the lifecycle on a task of its own, cancelled if the returned future is dropped.
     async fn detached(
         &self,

@@ -20,6 +20,8 @@ pub mod capabilities;
 pub mod digest;
 pub mod dispatch;
 pub mod evidence;
+#[doc(hidden)]
+pub mod fuzzing;
 mod host;
 pub mod journal;
 pub mod mcp;

@@ -239,6 +239,22 @@ fn text_card(id: &str, outcome: &Outcome, payload: &serde_json::Value) -> String
     s
 }
 
+/// `text` for a terminal: every control character except newline and tab, and every Unicode
+/// bidirectional override or isolate, shown as a visible `\u{..}` escape. A tool then cannot
+/// move the cursor, recolour or clear the screen, or reorder what a reader sees.
+pub fn neutralise(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if (c == '\n' || c == '\t' || !c.is_control()) && !bidi {
+            out.push(c);
+        } else {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        }
+    }
+    out
+}
+
 /// `text` with HTML's special characters escaped.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

@@ -289,7 +289,7 @@ where
     sender.send_request(request).await
 }
 
-fn validate(request: &Request) -> Result<url::Url, CapabilityError> {
+pub(crate) fn validate(request: &Request) -> Result<url::Url, CapabilityError> {
     if !METHODS.contains(&request.method.as_str()) {
         return Err(CapabilityError::Invalid(format!(
             "method {:?} is not one of {METHODS:?}",

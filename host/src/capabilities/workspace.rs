@@ -22,7 +22,7 @@ pub const MAX_ENTRIES: usize = 10_000;
 const MAX_PATH_BYTES: usize = 4096;
 
 /// Why a path is not acceptable, before any file system access.
-fn check_path(path: &str, allow_empty: bool) -> Result<(), String> {
+pub(crate) fn check_path(path: &str, allow_empty: bool) -> Result<(), String> {
     if path.is_empty() && !allow_empty {
         return Err("the path is empty".into());
     }

@@ -5,18 +5,7 @@ use std::fmt::Write as _;
 use vak_host::admission::ImportClass;
 use vak_host::{CallRecord, Examination, Host, Policy, Status, Verdict};
 
-/// `text` with every control character except newline and tab shown as a visible escape.
-pub fn neutralise(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c == '\n' || c == '\t' || !c.is_control() {
-            out.push(c);
-        } else {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        }
-    }
-    out
-}
+pub use vak_host::projection::neutralise;
 
 fn thousands(n: u64) -> String {
     let s = n.to_string();
@@ -391,6 +380,11 @@ mod tests {
         assert_eq!(
             neutralise("a\x1b[31mred\x07\nb\tc"),
             "a\\u{1b}[31mred\\u{7}\nb\tc"
+        );
+        // Bidi overrides and isolates would reorder what a reviewer reads ("Trojan Source").
+        assert_eq!(
+            neutralise("ok \u{202e}txt.exe\u{2066}x\u{2069}"),
+            "ok \\u{202e}txt.exe\\u{2066}x\\u{2069}"
         );
         assert_eq!(thousands(1234567), "1,234,567");
     }

@@ -142,8 +142,9 @@ impl VakMcp {
             .or(*self.log_level.lock().unwrap_or_else(|p| p.into_inner()));
         let (channel, log_task) = client::McpChannel::new(context.peer.clone(), level, &name);
         let channel: Arc<dyn crate::capabilities::client::ClientChannel> = Arc::new(channel);
+        // The call's own task: it ends and journals its record even if this request is dropped.
         let call =
-            tokio::spawn(async move { session.call_with_client(proposal, cancel, channel).await });
+            tokio::spawn(async move { session.call_on_this_task(proposal, cancel, channel).await });
         let record = match context.meta.get_progress_token() {
             None => call.await,
             Some(token) => report_progress(call, &context, token).await,
