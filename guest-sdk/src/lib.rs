@@ -282,6 +282,8 @@ pub mod __private {
 macro_rules! export_tool {
     ($tool:ty) => {
         const _: () = {
+            // Constructed only by the wasm exports below.
+            #[allow(dead_code)]
             struct __VakToolExport;
 
             impl $crate::bindings::exports::vak::tool::tool::Guest for __VakToolExport {
@@ -299,6 +301,9 @@ macro_rules! export_tool {
                 }
             }
 
+            // The component's exports exist only in the wasm build: natively (`cargo test` of a
+            // tool's logic) their `vak:tool/tool@…` symbol names would not link.
+            #[cfg(target_arch = "wasm32")]
             $crate::bindings::__export_sandboxed_tool!(__VakToolExport with_types_in $crate::bindings);
         };
     };

@@ -1,6 +1,7 @@
 //! The `vak` command line. Exit status: 0 completed, 1 tool error or failure in the sandbox,
 //! 2 refused before dispatch, 3 bad usage of the command itself.
 
+mod authoring;
 mod demo;
 mod render;
 
@@ -176,6 +177,33 @@ enum Command {
         #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
         allow_origins: Vec<String>,
     },
+    /// Make a new tool project NAME (a folder of that name): it builds with `vak build` and
+    /// answers `vak call` as it is, with a README, a policy and one test.
+    New {
+        /// The tool's name (a-z, 0-9, '-', '_'; starting with a letter).
+        name: String,
+        /// The language of the project.
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: authoring::Lang,
+        /// Make the project inside this folder instead of the current one.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// The vak-guest SDK to depend on [default: $VAK_GUEST_SDK, else the one this vak was
+        /// built from].
+        #[arg(long, value_name = "PATH")]
+        sdk: Option<PathBuf>,
+    },
+    /// Build a tool project to a component and run admission on it: what it imports, what it
+    /// claims, and whether the policy (--policy, else the project's policy.toml) admits it.
+    /// Exit status 0 admitted, 2 refused.
+    Build {
+        /// The project folder.
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// Print the examination as JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
     /// Make a new signing key: write its seed to FILE (mode 0600) and print its public key.
     Keygen { file: PathBuf },
     /// Show the host at work on the bundled tools: a completed call, a tool error, a limit hit.
@@ -327,6 +355,67 @@ pub(crate) async fn build_host(
     builder.build().await.map_err(|e| e.to_string())
 }
 
+/// `vak build`: build, then examine the component under the policy as `vak inspect` does.
+async fn build(
+    dir: &std::path::Path,
+    json: bool,
+    policy: Option<Policy>,
+    cache_dir: Option<PathBuf>,
+    no_cache: bool,
+) -> ExitCode {
+    let wasm = match authoring::build_project(dir) {
+        Ok(w) => w,
+        Err(e) => return usage_error(e),
+    };
+    let own_policy = dir.join("policy.toml");
+    let policy = match policy {
+        Some(p) => p,
+        None if own_policy.is_file() => match Policy::load(&own_policy) {
+            Ok(p) => p,
+            Err(e) => return usage_error(e),
+        },
+        None => Policy::deny_all(),
+    };
+    let mut builder = HostBuilder::new().policy(policy);
+    if no_cache {
+        builder = builder.cache_dir(None);
+    } else if let Some(dir) = cache_dir {
+        builder = builder.cache_dir(Some(dir));
+    }
+    let host = match builder.build().await {
+        Ok(h) => h,
+        Err(e) => return usage_error(e),
+    };
+    let bytes = match std::fs::read(&wasm) {
+        Ok(b) => b,
+        Err(e) => return usage_error(format!("cannot read {}: {e}", wasm.display())),
+    };
+    let exam = host.examine(&wasm.display().to_string(), &bytes).await;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&exam).unwrap_or_else(|e| e.to_string())
+        );
+    } else {
+        print!("{}", render::examination(&exam, host.policy()));
+    }
+    match (&exam.verdict, &exam.descriptor) {
+        (vak_host::Verdict::Admitted { .. }, Some(d)) => {
+            if !json {
+                let folder = wasm.parent().unwrap_or(std::path::Path::new("."));
+                eprintln!(
+                    "\ncall it:  vak --tools {} --policy {} call {} '{{...}}'",
+                    folder.display(),
+                    own_policy.display(),
+                    d.name
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        _ => ExitCode::from(2),
+    }
+}
+
 async fn run(cli: Cli) -> ExitCode {
     let policy = match &cli.policy {
         Some(path) => match Policy::load(path) {
@@ -341,6 +430,24 @@ async fn run(cli: Cli) -> ExitCode {
     };
     match &cli.command {
         Command::Demo => return demo::run(cli.cache_dir, cli.no_cache).await,
+        Command::New {
+            name,
+            lang,
+            dir,
+            sdk,
+        } => {
+            return match authoring::new_project(name, *lang, dir.as_deref(), sdk.as_deref()) {
+                Ok(made) => {
+                    println!("made {}: a {lang:?} tool project", made.display());
+                    println!("next:  cd {} && vak build", made.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => usage_error(e),
+            };
+        }
+        Command::Build { dir, json } => {
+            return build(dir, *json, policy, cli.cache_dir.clone(), cli.no_cache).await;
+        }
         Command::Verify { file, key } => return verify(file, key.as_deref()),
         Command::Keygen { file } => return keygen(file),
         Command::Audit {
@@ -643,6 +750,8 @@ async fn run(cli: Cli) -> ExitCode {
             .await
         }
         Command::Demo
+        | Command::New { .. }
+        | Command::Build { .. }
         | Command::Audit { .. }
         | Command::Verify { .. }
         | Command::Keygen { .. }
