@@ -95,6 +95,12 @@ fn inspect_and_tools_show_imports_claims_and_verdicts() {
     );
     assert_eq!(exam["verdict"]["verdict"], "admitted");
 
+    // `research` needs a policy that names its origins: refused under the built-in one, and the
+    // exit status says so.
+    let o = vak(cache.path(), &["inspect", "research"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(stdout(&o).contains("REFUSED"), "{}", stdout(&o));
+
     let o = vak(cache.path(), &["tools", "--json"]);
     let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let names: Vec<&str> = doc["tools"]

@@ -93,7 +93,7 @@ enum Command {
         render: String,
     },
     /// Show what a component imports, exports and claims, and the admission verdict, without
-    /// running its `call`.
+    /// running its `call`. Exit status 0 admitted, 2 refused.
     Inspect {
         /// A tool name (among the loaded tools) or a path to a `.wasm` component.
         target: String,
@@ -677,7 +677,11 @@ async fn run(cli: Cli) -> ExitCode {
             } else {
                 print!("{}", render::examination(&exam, host.policy()));
             }
-            ExitCode::SUCCESS
+            // As `vak build`: a script can tell an admitted component from a refused one.
+            match exam.verdict {
+                vak_host::Verdict::Admitted { .. } => ExitCode::SUCCESS,
+                vak_host::Verdict::Refused { .. } => ExitCode::from(2),
+            }
         }
         Command::Tools { json, for_provider } => {
             if let Some(name) = for_provider {

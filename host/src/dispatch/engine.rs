@@ -42,8 +42,9 @@ impl Default for EngineSettings {
             cache_dir: AotCache::default_dir(),
             // Python components (componentize-py) are 35-45 MB; a tool ten times that is not.
             max_component_bytes: 256 << 20,
-            // Such a Python component compiles in seconds here; a minute is a generous bound.
-            compile_timeout: std::time::Duration::from_secs(60),
+            // A 12 MB JavaScript (StarlingMonkey) component took 36 s to compile on a loaded
+            // 2-core machine here: two minutes bounds a hostile compile and admits honest ones.
+            compile_timeout: std::time::Duration::from_secs(120),
         }
     }
 }
