@@ -355,6 +355,18 @@ pub(crate) async fn build_host(
     builder.build().await.map_err(|e| e.to_string())
 }
 
+/// What `vak inspect` and `vak build` print about a component.
+fn print_examination(exam: &vak_host::Examination, policy: &Policy, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(exam).unwrap_or_else(|e| e.to_string())
+        );
+    } else {
+        print!("{}", render::examination(exam, policy));
+    }
+}
+
 /// `vak build`: build, then examine the component under the policy as `vak inspect` does.
 async fn build(
     dir: &std::path::Path,
@@ -391,14 +403,7 @@ async fn build(
         Err(e) => return usage_error(format!("cannot read {}: {e}", wasm.display())),
     };
     let exam = host.examine(&wasm.display().to_string(), &bytes).await;
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&exam).unwrap_or_else(|e| e.to_string())
-        );
-    } else {
-        print!("{}", render::examination(&exam, host.policy()));
-    }
+    print_examination(&exam, host.policy(), json);
     match (&exam.verdict, &exam.descriptor) {
         (vak_host::Verdict::Admitted { .. }, Some(d)) => {
             if !json {
@@ -669,14 +674,7 @@ async fn run(cli: Cli) -> ExitCode {
                     }
                 }
             };
-            if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&exam).unwrap_or_else(|e| e.to_string())
-                );
-            } else {
-                print!("{}", render::examination(&exam, host.policy()));
-            }
+            print_examination(&exam, host.policy(), json);
             // As `vak build`: a script can tell an admitted component from a refused one.
             match exam.verdict {
                 vak_host::Verdict::Admitted { .. } => ExitCode::SUCCESS,
