@@ -356,3 +356,60 @@ async fn a_component_over_the_size_cap_is_refused_before_it_is_parsed() {
         "{reason}"
     );
 }
+
+/// `pat` replaced by `with` (same length) everywhere in `bytes`: the component's names change,
+/// its layout does not.
+fn patch(bytes: &[u8], pat: &[u8], with: &[u8]) -> Vec<u8> {
+    assert_eq!(pat.len(), with.len());
+    let mut out = bytes.to_vec();
+    let mut i = 0;
+    while i + pat.len() <= out.len() {
+        if &out[i..i + pat.len()] == pat {
+            out[i..i + pat.len()].copy_from_slice(with);
+            i += pat.len();
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_component_built_against_another_wit_version_is_refused_naming_both() {
+    let cache = tempfile::tempdir().unwrap();
+    let policy = "[tools.clock]\ncapabilities.clock = { zones = [\"*\"] }\n";
+    let clock = bundled("clock");
+    // The same component as if built against vak:tool 0.3.0 (and, second, against 0.1.0),
+    // and one at a later 0.2 patch release, which is accepted.
+    for (version, accepted) in [("0.3.0", false), ("0.1.0", false), ("0.2.9", true)] {
+        let other = patch(
+            &clock,
+            b"vak:tool/tool@0.2.0",
+            format!("vak:tool/tool@{version}").as_bytes(),
+        );
+        assert_ne!(other, clock);
+        let host = host_with(&[("clock", other)], policy, cache.path()).await;
+        let exam = &host.examinations()[0];
+        if accepted {
+            assert!(
+                matches!(exam.verdict, Verdict::Admitted { .. }),
+                "{exam:#?}"
+            );
+            continue;
+        }
+        let (kind, reason) = refusal(exam);
+        assert_eq!(kind, "unsupported_version", "{reason}");
+        assert!(
+            reason.contains(&format!("vak:tool/tool@{version}"))
+                && reason.contains("vak:tool@0.2.0")
+                && reason.contains("0.2.x"),
+            "{reason}"
+        );
+    }
+    // An imported capability interface of another version is refused the same way.
+    let other = patch(&clock, b"vak:tool/clock@0.2.0", b"vak:tool/clock@0.3.0");
+    let host = host_with(&[("clock", other)], policy, cache.path()).await;
+    let (kind, reason) = refusal(&host.examinations()[0]);
+    assert_eq!(kind, "unsupported_version");
+    assert!(reason.contains("vak:tool/clock@0.3.0"), "{reason}");
+}

@@ -224,3 +224,106 @@ fn the_authoring_guide_runs_as_written() {
     assert_eq!(record["receipts"].as_array().unwrap().len(), 1);
     assert_eq!(record["evidence"][0]["support"], "supported", "{record:#}");
 }
+
+/// Run one of the guide's `sh` blocks verbatim in a fresh folder, with this `vak` (and `extra`)
+/// first on PATH. Returns the folder and the output.
+fn run_guide_block(index: usize, test: &str, extra: Option<&Path>) -> (tempfile::TempDir, Output) {
+    let base = tempfile::tempdir().unwrap();
+    let mut path = vak_binary().parent().unwrap().display().to_string();
+    if let Some(extra) = extra {
+        path = format!("{}:{path}", extra.display());
+    }
+    let path = format!("{path}:{}", std::env::var("PATH").unwrap_or_default());
+    let sh = &doc_blocks("sh")[index];
+    let run = Command::new("bash")
+        .current_dir(base.path())
+        .env("PATH", &path)
+        .env("VAK_CACHE_DIR", target_dir(test).join("aot"))
+        .env("VAK_STATE_DIR", base.path().join("state"))
+        .args(["-c", &format!("set -e\n{sh}")])
+        .output()
+        .unwrap();
+    (base, run)
+}
+
+/// After the guide's commands: the project's policy admits it, bad arguments are refused at
+/// `schema`, a blank name is the tool's own error.
+fn check_built_project(test: &str, project: &Path, name: &str) {
+    let call = |args: &str| {
+        vak(
+            test,
+            project,
+            &[
+                "--no-journal",
+                "--tools",
+                "build",
+                "--policy",
+                "policy.toml",
+                "call",
+                name,
+                args,
+                "--json",
+            ],
+        )
+    };
+    let refused = call(r#"{"nom":"Ada"}"#);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    let record: serde_json::Value = serde_json::from_slice(&refused.stdout).unwrap();
+    assert_eq!(record["stage"], "schema", "{record:#}");
+    let blank = call(r#"{"name":"  "}"#);
+    let record: serde_json::Value = serde_json::from_slice(&blank.stdout).unwrap();
+    assert_eq!(record["status"], "tool_error", "{record:#}");
+    assert_eq!(record["tool_error"]["code"], "empty-name", "{record:#}");
+    // Imports: vak's interfaces only, no capability (none is claimed).
+    let built = vak(test, project, &["build", "--json"]);
+    assert!(built.status.success(), "{}", text(&built));
+    let exam: serde_json::Value = serde_json::from_slice(&built.stdout).unwrap();
+    for import in exam["imports"].as_array().unwrap() {
+        assert_ne!(import["class"], "capability", "{exam:#}");
+    }
+}
+
+#[test]
+fn a_new_python_tool_runs_as_the_guide_says() {
+    // The shared venv proves PyPI is reachable; the guide's `vak build` then makes the
+    // project's own .venv (from pip's cache).
+    if let Err(e) = vak_tests::python_toolchain() {
+        eprintln!("SKIPPED: componentize-py could not be installed from PyPI: {e}");
+        return;
+    }
+    let (base, run) = run_guide_block(1, "python", None);
+    assert!(run.status.success(), "{}", text(&run));
+    let out = String::from_utf8_lossy(&run.stdout);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(out.contains("Hello, Ada!"), "{}", text(&run));
+    assert!(err.contains("installing componentize-py"), "{}", text(&run));
+    assert!(
+        err.contains("OK"),
+        "the project's unittest ran: {}",
+        text(&run)
+    );
+    let project = base.path().join("greet");
+    assert!(project.join(".venv/bin/componentize-py").is_file());
+    check_built_project("python", &project, "greet");
+}
+
+#[test]
+fn a_new_javascript_tool_runs_as_the_guide_says() {
+    let reachable = Command::new("npm")
+        .args(["view", "@bytecodealliance/jco@1.35.0", "version"])
+        .output();
+    if !reachable.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: npm or its registry is not reachable: {reachable:?}");
+        return;
+    }
+    let (base, run) = run_guide_block(2, "js", None);
+    assert!(run.status.success(), "{}", text(&run));
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(out.contains("Hello, Ada!"), "{}", text(&run));
+    assert!(
+        out.contains("# pass 1"),
+        "the project's node test ran: {}",
+        text(&run)
+    );
+    check_built_project("js", &base.path().join("greet"), "greet");
+}

@@ -1,7 +1,7 @@
 //! Tools in other languages on the same WIT: the JavaScript `tools/js-clock` (jco componentize)
-//! built from source, admitted and called through the whole lifecycle. The toolchain is
-//! installed by the test itself (npm, into target/lang); where the registry cannot be reached
-//! the test says so and skips.
+//! and the Python `tools/py-clock` (componentize-py), built from source, admitted and called
+//! through the whole lifecycle. The toolchains are installed by the tests themselves (npm and
+//! pip, into target/lang); where a registry cannot be reached the test says so and skips.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,21 +12,7 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn run(cmd: &mut Command) -> Result<(), String> {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{cmd:?} failed ({:?}):\n{}\n{}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
-}
+use vak_tests::run_command as run;
 
 /// The world folder jco reads: the tool's own world, and vak's package as its dependency.
 fn wit_dir(tool: &Path, work: &Path) -> PathBuf {
@@ -39,6 +25,82 @@ fn wit_dir(tool: &Path, work: &Path) -> PathBuf {
     )
     .unwrap();
     wit
+}
+
+/// The guide's first `lang` block is an excerpt of the tool's own source, so what it shows is
+/// what is built.
+fn assert_guide_shows(source: &Path, lang: &str) {
+    let guide = std::fs::read_to_string(repo().join("docs/authoring.md")).unwrap();
+    let code = std::fs::read_to_string(source).unwrap();
+    let excerpt = guide
+        .split(&format!("```{lang}\n"))
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .unwrap_or_else(|| panic!("docs/authoring.md has no {lang} block"));
+    assert!(
+        code.contains(excerpt),
+        "docs/authoring.md's {lang} block differs from {}",
+        source.display()
+    );
+}
+
+/// The calls every clock tool answers alike: verified with its receipt upheld; a second call
+/// in a fresh instance with a new receipt; wrong arguments refused at `schema` before the tool
+/// runs; a zone outside the grant the tool's own error, with the refused reading's receipt.
+async fn assert_clock_calls(host: &vak_host::Host, tool: &str) {
+    let utc = || Proposal::new(tool, r#"{"zone":"UTC"}"#);
+    let r = host.call(utc()).await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    assert_eq!(r.receipts.len(), 1);
+    assert_eq!(
+        r.evidence[0].support,
+        vak_host::evidence::Support::Supported
+    );
+    assert_eq!(r.outcome["label"], "verified", "{}", r.to_json_pretty());
+    let again = host.call(utc()).await;
+    assert_eq!(again.status, Status::Completed);
+    assert_ne!(again.receipts[0].id, r.receipts[0].id);
+
+    let r = host.call(Proposal::new(tool, r#"{"zone":42}"#)).await;
+    assert_eq!(r.status, Status::Refused);
+    assert_eq!(r.stage, vak_host::Stage::Schema);
+    let r = host
+        .call(Proposal::new(tool, r#"{"zone":"Europe/Paris"}"#))
+        .await;
+    assert_eq!(r.status, Status::ToolError, "{}", r.to_json_pretty());
+    assert_eq!(r.tool_error.as_ref().unwrap().code, "clock-unavailable");
+    assert_eq!(
+        r.receipts.len(),
+        1,
+        "the refused reading leaves its receipt"
+    );
+}
+
+/// A host whose policy grants `tool` the clock in UTC, with the component at `wasm` loaded;
+/// asserts it was admitted with that one grant.
+async fn admit_clock_tool(tool: &str, wasm: &Path, work: &Path) -> vak_host::Host {
+    let policy = format!("[tools.{tool}]\ncapabilities.clock = {{ zones = [\"UTC\"] }}\n");
+    let settings = EngineSettings {
+        // A 12-18 MB JavaScript or Python component compiles in tens of seconds on a loaded
+        // 2-core machine; these tests are about the language, not the compile bound.
+        compile_timeout: Duration::from_secs(600),
+        cache_dir: Some(work.join("aot")),
+        ..EngineSettings::default()
+    };
+    let host = HostBuilder::new()
+        .policy(Policy::parse(&policy, "test").unwrap())
+        .cache_dir(settings.cache_dir.clone())
+        .engine_settings(settings)
+        .component(tool, std::fs::read(wasm).unwrap())
+        .build()
+        .await
+        .unwrap();
+    let exam = &host.examinations()[0];
+    assert!(
+        matches!(&exam.verdict, Verdict::Admitted { granted } if granted.len() == 1),
+        "{exam:#?}"
+    );
+    host
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -56,18 +118,7 @@ async fn a_javascript_tool_runs_through_the_whole_lifecycle() {
         eprintln!("SKIPPED: the JavaScript toolchain (jco from npm) could not be installed: {e}");
         return;
     }
-    // The guide's excerpt of the tool is the tool's own code, so what it shows is what is built.
-    let guide = std::fs::read_to_string(repo().join("docs/authoring.md")).unwrap();
-    let source = std::fs::read_to_string(tool.join("tool.js")).unwrap();
-    let excerpt = guide
-        .split("```js\n")
-        .nth(1)
-        .and_then(|b| b.split("```").next())
-        .expect("a js block");
-    assert!(
-        source.contains(excerpt),
-        "docs/authoring.md's JavaScript differs from tools/js-clock/tool.js"
-    );
+    assert_guide_shows(&tool.join("tool.js"), "js");
     let wit = wit_dir(&tool, &work);
     let wasm = work.join("js-clock.wasm");
     run(Command::new("npx")
@@ -89,27 +140,8 @@ async fn a_javascript_tool_runs_through_the_whole_lifecycle() {
         .arg(&wasm))
     .expect("jco componentize builds the tool");
 
-    let policy = "[tools.js_clock]\ncapabilities.clock = { zones = [\"UTC\"] }\n";
-    let settings = EngineSettings {
-        // A 12 MB StarlingMonkey component compiles in tens of seconds on a loaded 2-core
-        // machine; this test is about the language, not the compile bound.
-        compile_timeout: Duration::from_secs(600),
-        cache_dir: Some(work.join("aot")),
-        ..EngineSettings::default()
-    };
-    let host = HostBuilder::new()
-        .policy(Policy::parse(policy, "test").unwrap())
-        .cache_dir(settings.cache_dir.clone())
-        .engine_settings(settings)
-        .component("js-clock", std::fs::read(&wasm).unwrap())
-        .build()
-        .await
-        .unwrap();
+    let host = admit_clock_tool("js_clock", &wasm, &work).await;
     let exam = &host.examinations()[0];
-    assert!(
-        matches!(&exam.verdict, Verdict::Admitted { granted } if granted.len() == 1),
-        "{exam:#?}"
-    );
     // Its imports: the one capability, and only WASI of the locked-down set.
     assert!(
         exam.imports
@@ -117,24 +149,46 @@ async fn a_javascript_tool_runs_through_the_whole_lifecycle() {
             .any(|i| i.name == "vak:tool/clock@0.2.0")
     );
 
-    let r = host
-        .call(Proposal::new("js_clock", r#"{"zone":"UTC"}"#))
-        .await;
-    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
-    assert_eq!(r.receipts.len(), 1);
-    assert_eq!(
-        r.evidence[0].support,
-        vak_host::evidence::Support::Supported
-    );
-    assert_eq!(r.outcome["label"], "verified", "{}", r.to_json_pretty());
+    assert_clock_calls(&host, "js_clock").await;
+}
 
-    // Wrong arguments never reach it; a zone outside the grant is its own tool error.
-    let r = host.call(Proposal::new("js_clock", r#"{"zone":42}"#)).await;
-    assert_eq!(r.status, Status::Refused);
-    assert_eq!(r.stage, vak_host::Stage::Schema);
-    let r = host
-        .call(Proposal::new("js_clock", r#"{"zone":"Europe/Paris"}"#))
-        .await;
-    assert_eq!(r.status, Status::ToolError, "{}", r.to_json_pretty());
-    assert_eq!(r.tool_error.as_ref().unwrap().code, "clock-unavailable");
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_tool_runs_through_the_whole_lifecycle() {
+    let tool = repo().join("tools/py-clock");
+    let work = repo().join("target/lang/py-clock");
+    std::fs::create_dir_all(&work).unwrap();
+    let bin = match vak_tests::python_toolchain() {
+        Ok(bin) => bin,
+        Err(e) => {
+            eprintln!(
+                "SKIPPED: the Python toolchain (componentize-py from PyPI) could not be installed: {e}"
+            );
+            return;
+        }
+    };
+    assert_guide_shows(&tool.join("app.py"), "python");
+    let wit = wit_dir(&tool, &work);
+    let wasm = work.join("py-clock.wasm");
+    run(Command::new(bin.join("componentize-py"))
+        .current_dir(&work)
+        .arg("-d")
+        .arg(&wit)
+        .args(["-w", "py-clock", "componentize", "app", "-p"])
+        .arg(&tool)
+        .arg("-o")
+        .arg(&wasm)
+        .arg("--stub-wasi"))
+    .expect("componentize-py builds the tool");
+
+    let host = admit_clock_tool("py_clock", &wasm, &work).await;
+    let exam = &host.examinations()[0];
+    // Stubbed WASI: the binary imports vak's interfaces and nothing else.
+    let names: Vec<&str> = exam.imports.iter().map(|i| i.name.as_str()).collect();
+    assert!(
+        names.iter().all(|n| n.starts_with("vak:tool/")),
+        "{names:?}"
+    );
+    assert!(names.contains(&"vak:tool/clock@0.2.0"), "{names:?}");
+
+    assert_clock_calls(&host, "py_clock").await;
 }

@@ -229,3 +229,43 @@ pub async fn spawn_http(mut cmd: tokio::process::Command) -> (tokio::process::Ch
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     (child, url)
 }
+
+/// Run `cmd` to completion: Ok, or what it printed when it failed.
+pub fn run_command(cmd: &mut std::process::Command) -> Result<(), String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{cmd:?} failed ({:?}):\n{}\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// componentize-py, installed once (from PyPI, at the version tools/py-clock pins) into a venv
+/// under target/lang shared by every test that builds a Python tool. Returns the venv's `bin`
+/// folder, or why the toolchain could not be had (the caller skips and says so).
+pub fn python_toolchain() -> Result<std::path::PathBuf, String> {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let venv = repo.join("target/lang/py-venv");
+    let bin = venv.join("bin");
+    if bin.join("componentize-py").is_file() {
+        return Ok(bin);
+    }
+    run_command(
+        std::process::Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv),
+    )?;
+    run_command(
+        std::process::Command::new(bin.join("pip"))
+            .args(["install", "--disable-pip-version-check", "--quiet", "-r"])
+            .arg(repo.join("tools/py-clock/requirements.txt")),
+    )?;
+    Ok(bin)
+}

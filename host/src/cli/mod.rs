@@ -443,7 +443,7 @@ async fn run(cli: Cli) -> ExitCode {
         } => {
             return match authoring::new_project(name, *lang, dir.as_deref(), sdk.as_deref()) {
                 Ok(made) => {
-                    println!("made {}: a {lang:?} tool project", made.display());
+                    println!("made {}: a {} tool project", made.display(), lang.title());
                     println!("next:  cd {} && vak build", made.display());
                     ExitCode::SUCCESS
                 }

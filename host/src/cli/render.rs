@@ -137,14 +137,13 @@ pub fn examination(e: &Examination, policy: &Policy) -> String {
             let _ = writeln!(out, "  {}: scopes {:?}", neutralise(&c.name), c.scopes);
         }
         let b = &d.claims.budget;
-        let show = |v: Option<u64>| v.map_or("host default".to_string(), thousands);
         let _ = writeln!(
             out,
-            "  budget: fuel {}, memory {} B, wall {} ms, result {} B",
-            show(b.fuel),
-            show(b.memory_bytes),
-            show(b.wall_time_ms),
-            show(b.result_bytes)
+            "  budget: fuel {}, memory {}, wall {}, result {}",
+            limit(b.fuel, ""),
+            limit(b.memory_bytes, " B"),
+            limit(b.wall_time_ms, " ms"),
+            limit(b.result_bytes, " B")
         );
         let _ = writeln!(
             out,
@@ -272,19 +271,25 @@ pub fn bench(r: &vak_host::bench::Report) -> String {
     out
 }
 
+/// A limit with its unit, or the host's default when none is set.
+fn limit(v: Option<u64>, unit: &str) -> String {
+    v.map_or("host default".to_string(), |v| {
+        format!("{}{unit}", thousands(v))
+    })
+}
+
 /// What a policy grants, tool by tool.
 pub fn policy(p: &Policy) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "policy {}: valid", p.origin);
-    let show = |v: Option<u64>| v.map_or("host default".to_string(), thousands);
     let d = &p.defaults;
     let _ = writeln!(
         out,
-        "defaults per call: fuel {}, memory {} B, wall {} ms, result {} B",
-        show(d.fuel),
-        show(d.memory_bytes),
-        show(d.wall_time_ms),
-        show(d.result_bytes)
+        "defaults per call: fuel {}, memory {}, wall {}, result {}",
+        limit(d.fuel, ""),
+        limit(d.memory_bytes, " B"),
+        limit(d.wall_time_ms, " ms"),
+        limit(d.result_bytes, " B")
     );
     let s = &p.session;
     let unlimited = |v: Option<u64>| v.map_or("unlimited".to_string(), thousands);
@@ -352,11 +357,11 @@ pub fn policy(p: &Policy) -> String {
         let c = &g.caps;
         let _ = writeln!(
             out,
-            "  caps per call: fuel {}, memory {} B, wall {} ms, result {} B; calls per session {}",
-            show(c.fuel),
-            show(c.memory_bytes),
-            show(c.wall_time_ms),
-            show(c.result_bytes),
+            "  caps per call: fuel {}, memory {}, wall {}, result {}; calls per session {}",
+            limit(c.fuel, ""),
+            limit(c.memory_bytes, " B"),
+            limit(c.wall_time_ms, " ms"),
+            limit(c.result_bytes, " B"),
             unlimited(c.calls_per_session)
         );
         match &g.principals {

@@ -163,8 +163,9 @@ impl wasmtime::ResourceLimiter for CallLimiter {
         Ok(true)
     }
 
+    // Matches the pool's core instances per component (a stubbed Python tool has 38).
     fn instances(&self) -> usize {
-        32
+        64
     }
 
     fn tables(&self) -> usize {

@@ -1,58 +1,11 @@
-//! `vak new` and `vak build`: a tool project from nothing, and a project built to a component
-//! that admission has looked at, so an author sees at once what the binary imports.
+//! A Rust tool project: a crate on the `vak-guest` SDK, built by cargo for `wasm32-wasip2`.
 
+use super::AuthoringError;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The languages `vak new` scaffolds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Lang {
-    Rust,
-}
-
-/// Why a project could not be made or built.
-#[derive(Debug, thiserror::Error)]
-pub enum AuthoringError {
-    #[error(
-        "tool name {0:?} must be 1-64 characters of a-z, 0-9, '-' and '_', starting with a letter"
-    )]
-    BadName(String),
-    #[error("{0} already exists; choose another name or --dir")]
-    Exists(PathBuf),
-    #[error(
-        "the vak-guest SDK was not found at {0}; pass --sdk PATH (the guest-sdk folder of a vak checkout) or set VAK_GUEST_SDK"
-    )]
-    NoSdk(PathBuf),
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{0} is not a tool project: it has no Cargo.toml")]
-    NotAProject(PathBuf),
-    #[error(
-        "the wasm32-wasip2 target is not installed for this toolchain; install it with:\n\n    rustup target add wasm32-wasip2\n"
-    )]
-    NoTarget,
-    #[error("cannot run cargo: {0}")]
-    Cargo(std::io::Error),
-    #[error("the build failed (cargo's messages are above)")]
-    BuildFailed,
-    #[error("the build produced no .wasm component (is the crate type `cdylib`?)")]
-    NoArtifact,
-}
-
-fn valid_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name.as_bytes()[0].is_ascii_lowercase()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-}
-
 /// The SDK this `vak` was built with, unless the caller names another.
-fn sdk_path(given: Option<&Path>) -> Result<PathBuf, AuthoringError> {
+pub(super) fn sdk_path(given: Option<&Path>) -> Result<PathBuf, AuthoringError> {
     let path = given
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os("VAK_GUEST_SDK").map(PathBuf::from))
@@ -65,19 +18,8 @@ fn sdk_path(given: Option<&Path>) -> Result<PathBuf, AuthoringError> {
     }
 }
 
-fn write(path: &Path, text: &str) -> Result<(), AuthoringError> {
-    let fail = |source| AuthoringError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(fail)?;
-    }
-    std::fs::write(path, text).map_err(fail)
-}
-
 /// The files of a new Rust tool project named `name`.
-fn rust_files(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
+pub(super) fn files(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
     let crate_name = name.replace('_', "-");
     let sdk = sdk
         .display()
@@ -166,18 +108,10 @@ mod tests {{
 }}
 "#
     );
-    let policy = format!(
-        r#"# The policy `vak build` and `vak call` use for this project (deny by default: the tool
-# must be named). Add the capabilities the tool claims, e.g.
-#   capabilities.clock = {{ zones = ["UTC"] }}
-[tools.{name}]
-caps = {{ wall_time_ms = 2_000 }}
-"#
-    );
     let readme = format!(
         r#"# {name}
 
-A [vak](https://example.invalid/vak) tool: a WebAssembly component behind the `vak:tool` WIT
+A vak tool: a WebAssembly component behind the `vak:tool` WIT
 world, run by the vak host in a sandbox with only the capabilities its policy grants.
 
 ```sh
@@ -194,33 +128,10 @@ cargo test                                  # the tool's logic, natively
     vec![
         ("Cargo.toml", cargo),
         ("src/lib.rs", lib),
-        ("policy.toml", policy),
+        ("policy.toml", super::policy(name)),
         ("README.md", readme),
         (".gitignore", "/target\n".to_string()),
     ]
-}
-
-/// Scaffold a tool project `name` in `parent` (the current folder by default).
-pub fn new_project(
-    name: &str,
-    lang: Lang,
-    parent: Option<&Path>,
-    sdk: Option<&Path>,
-) -> Result<PathBuf, AuthoringError> {
-    if !valid_name(name) {
-        return Err(AuthoringError::BadName(name.to_string()));
-    }
-    let dir = parent.unwrap_or(Path::new(".")).join(name);
-    if dir.exists() {
-        return Err(AuthoringError::Exists(dir));
-    }
-    let files = match lang {
-        Lang::Rust => rust_files(name, &sdk_path(sdk)?),
-    };
-    for (file, text) in files {
-        write(&dir.join(file), &text)?;
-    }
-    Ok(dir)
 }
 
 fn wasm_target_installed() -> bool {
@@ -236,11 +147,8 @@ fn wasm_target_installed() -> bool {
 
 /// Build the project in `dir` to a component; returns the `.wasm` path. Cargo's own output goes
 /// to stderr as it runs.
-pub fn build_project(dir: &Path) -> Result<PathBuf, AuthoringError> {
+pub(super) fn build(dir: &Path) -> Result<PathBuf, AuthoringError> {
     let manifest = dir.join("Cargo.toml");
-    if !manifest.is_file() {
-        return Err(AuthoringError::NotAProject(dir.to_path_buf()));
-    }
     if !wasm_target_installed() {
         return Err(AuthoringError::NoTarget);
     }
@@ -257,9 +165,12 @@ pub fn build_project(dir: &Path) -> Result<PathBuf, AuthoringError> {
         ])
         .stderr(std::process::Stdio::inherit())
         .output()
-        .map_err(AuthoringError::Cargo)?;
+        .map_err(|source| AuthoringError::Spawn {
+            program: "cargo".into(),
+            source,
+        })?;
     if !output.status.success() {
-        return Err(AuthoringError::BuildFailed);
+        return Err(AuthoringError::BuildFailed("cargo"));
     }
     // The artifact's path, from cargo's own messages (wherever its target folder is).
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -283,40 +194,4 @@ pub fn build_project(dir: &Path) -> Result<PathBuf, AuthoringError> {
         })
         .find(|f| f.extension().is_some_and(|e| e == "wasm"))
         .ok_or(AuthoringError::NoArtifact)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tool_names_follow_the_admission_rule() {
-        assert!(valid_name("greet") && valid_name("my-tool_2"));
-        for bad in ["", "Greet", "2fast", "a b", "é", &"x".repeat(65)] {
-            assert!(!valid_name(bad), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn a_new_project_refuses_to_overwrite() {
-        let dir = tempfile_dir();
-        let made = new_project("greet", Lang::Rust, Some(&dir), None).unwrap();
-        assert!(made.join("src/lib.rs").is_file() && made.join("policy.toml").is_file());
-        let policy = std::fs::read_to_string(made.join("policy.toml")).unwrap();
-        assert!(
-            vak_host::Policy::parse(&policy, "scaffold").is_ok(),
-            "{policy}"
-        );
-        assert!(matches!(
-            new_project("greet", Lang::Rust, Some(&dir), None),
-            Err(AuthoringError::Exists(_))
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    fn tempfile_dir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("vak-new-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
 }
