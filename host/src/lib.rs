@@ -34,6 +34,7 @@ pub mod registry;
 pub mod result;
 pub mod revocation;
 pub mod schema;
+pub mod secrets;
 pub mod signing;
 pub mod stage;
 

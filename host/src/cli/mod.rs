@@ -124,6 +124,13 @@ enum Command {
         #[arg(long, global = true, default_value = "revoked with vak revoke")]
         reason: String,
     },
+    /// Host-held secrets a tool's http requests may have injected at the broker; the tool never
+    /// reads them. Kept in $VAK_SECRETS_FILE, else ~/.config/vak/secrets.json (mode 0600;
+    /// refused when others can read it).
+    Secret {
+        #[command(subcommand)]
+        command: SecretCommand,
+    },
     /// List the revocations in force.
     Revocations {
         /// Print JSON instead.
@@ -247,6 +254,22 @@ enum PolicyCommand {
     Check { file: PathBuf },
 }
 
+/// `vak secret …`.
+#[derive(Debug, Subcommand)]
+enum SecretCommand {
+    /// Store NAME's value, read from standard input (never from the command line, where other
+    /// users and the shell history would see it). One trailing newline is dropped.
+    Set { name: String },
+    /// The names stored (never the values).
+    List {
+        /// Print JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove NAME.
+    Rm { name: String },
+}
+
 #[derive(Subcommand, Debug)]
 enum RevokeWhat {
     /// Every call of the tool.
@@ -301,6 +324,52 @@ fn init_tracing(verbose: u8) {
 fn usage_error(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("vak: {message}");
     ExitCode::from(EXIT_USAGE)
+}
+
+/// `vak secret set|list|rm`.
+fn secret(command: &SecretCommand) -> ExitCode {
+    use std::io::IsTerminal;
+    use vak_host::secrets::{FileSecrets, read_value};
+    let store = match FileSecrets::default_path() {
+        Ok(path) => FileSecrets::new(path),
+        Err(e) => return usage_error(e),
+    };
+    let done = match command {
+        SecretCommand::Set { name } if !vak_host::secrets::valid_name(name) => {
+            Err(vak_host::secrets::SecretError::BadName(name.clone()))
+        }
+        SecretCommand::Set { name } => {
+            if std::io::stdin().is_terminal() {
+                eprintln!("value of {name} (then Enter and Ctrl-D; it is shown as you type):");
+            }
+            read_value(std::io::stdin().lock())
+                .and_then(|value| store.set(name, &value))
+                .map(|()| eprintln!("stored {name} in {}", store.path().display()))
+        }
+        SecretCommand::Rm { name } => store
+            .remove(name)
+            .map(|()| eprintln!("removed {name} from {}", store.path().display())),
+        SecretCommand::List { json } => store.names().map(|names| {
+            if *json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "file": store.path(), "names": names })
+                );
+            } else {
+                println!(
+                    "secrets in {} (values are never shown):",
+                    store.path().display()
+                );
+                for name in names {
+                    println!("  {name}");
+                }
+            }
+        }),
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => usage_error(e),
+    }
 }
 
 /// `--state-dir`, else `$VAK_STATE_DIR`, else `$XDG_STATE_HOME/vak`, else `~/.local/state/vak`.
@@ -495,6 +564,7 @@ async fn run(cli: Cli) -> ExitCode {
                 Err(e) => usage_error(e),
             };
         }
+        Command::Secret { command } => return secret(command),
         Command::Revoke { what, reason } => {
             let revocation = match what {
                 RevokeWhat::Tool { tool } => Revocation::Tool { tool: tool.clone() },
@@ -759,6 +829,7 @@ async fn run(cli: Cli) -> ExitCode {
         | Command::Keygen { .. }
         | Command::Policy { .. }
         | Command::Revoke { .. }
+        | Command::Secret { .. }
         | Command::Revocations { .. } => ExitCode::SUCCESS,
     }
 }
