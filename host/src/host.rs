@@ -72,6 +72,7 @@ pub struct HostBuilder {
     key: Option<HostKey>,
     registry: crate::registry::Registry,
     journal: Option<Arc<crate::journal::Journal>>,
+    secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
 }
 
 impl Default for HostBuilder {
@@ -92,7 +93,17 @@ impl HostBuilder {
             key: None,
             registry: crate::registry::Registry::builtin(),
             journal: None,
+            secrets: crate::secrets::FileSecrets::default_path()
+                .ok()
+                .map(|p| Arc::new(crate::secrets::FileSecrets::new(p)) as _),
         }
+    }
+
+    /// Where the values of the policy's credential aliases come from (default: the secrets file
+    /// `vak secret` manages; credentials bound to `env` read the host's environment instead).
+    pub fn secrets(mut self, secrets: Arc<dyn crate::secrets::SecretSource>) -> Self {
+        self.secrets = Some(secrets);
+        self
     }
 
     /// Register a payload schema (beside the built-in ones) with its material fields.
@@ -220,6 +231,7 @@ impl HostBuilder {
                 key,
                 registry: self.registry,
                 journal: self.journal,
+                secrets: self.secrets,
             }),
         })
     }
@@ -234,6 +246,7 @@ struct Inner {
     key: HostKey,
     registry: crate::registry::Registry,
     journal: Option<Arc<crate::journal::Journal>>,
+    secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
 }
 
 /// A session: the embedder's unit of budget (a conversation, a turn), on behalf of one principal.
@@ -588,6 +601,7 @@ impl Host {
         let children = Arc::new(std::sync::Mutex::new(Vec::new()));
         let broker = Broker::new(record.call_id.clone(), Some(tool.grant.clone()))
             .watching(self.inner.revocations.clone(), session.principal.clone())
+            .keyed(self.inner.secrets.clone())
             .linked(ChildLink {
                 host: self.clone(),
                 session: session.clone(),

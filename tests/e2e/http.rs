@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use vak_host::capabilities::Capability;
 use vak_host::evidence::Support;
-use vak_host::{Host, Proposal, Revocation, Status};
+use vak_host::{Host, HostBuilder, Policy, Proposal, Revocation, Status};
 use vak_tests::{bundled, guest, guests, host_with};
 
 /// A minimal HTTP/1.1 server: one thread, canned answers by path, a count of requests.
@@ -295,4 +295,115 @@ async fn no_request_leaves_after_a_revocation() {
         "every request that reached the server has its receipt, none came after"
     );
     assert!(r.receipts.last().unwrap().outcome["revoked"].is_string());
+}
+
+/// The embedder's own secret source: one secret, `weather_key`.
+struct OneSecret;
+
+impl vak_host::secrets::SecretSource for OneSecret {
+    fn get(
+        &self,
+        name: &str,
+    ) -> Result<Option<vak_host::secrets::SecretValue>, vak_host::secrets::SecretError> {
+        Ok((name == "weather_key").then(|| vak_host::secrets::SecretValue::new("s3cr3t-v4lue")))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_credential_reaches_its_audience_and_no_other_origin() {
+    let server = serve();
+    let cache = tempfile::tempdir().unwrap();
+    let p = server.port;
+    let policy = format!(
+        r#"
+[tools.fetcher.capabilities.http]
+origins = ["http://127.0.0.1:{p}", "http://localhost:{p}"]
+allow_addresses = ["127.0.0.1", "::1"]
+[tools.fetcher.capabilities.http.credentials.weather]
+secret = "weather_key"
+audience = ["http://127.0.0.1:{p}"]
+[tools.fetcher.capabilities.http.credentials.unheld]
+secret = "not_stored"
+audience = ["http://127.0.0.1:{p}"]
+"#
+    );
+    let host = HostBuilder::new()
+        .policy(Policy::parse(&policy, "test").unwrap())
+        .cache_dir(Some(cache.path().to_path_buf()))
+        .secrets(Arc::new(OneSecret))
+        .component("fetcher", guest(guests::FETCHER))
+        .build()
+        .await
+        .unwrap();
+    assert!(host.tool("fetcher").is_some(), "{:#?}", host.examinations());
+    let call = |args: String| {
+        let host = host.clone();
+        async move { host.call(Proposal::new("fetcher", args)).await }
+    };
+
+    // To the audience: injected as `Authorization: Bearer …` (the server echoes what it got).
+    let r = call(format!(
+        r#"{{"url":"http://127.0.0.1:{p}/echo-auth","credential":"weather"}}"#
+    ))
+    .await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    assert_eq!(r.result.as_ref().unwrap().markdown, "Bearer s3cr3t-v4lue");
+    let receipt = &r.receipts[0];
+    assert_eq!(receipt.request["credential"]["alias"], "weather");
+    assert_eq!(receipt.request["credential"]["injected"], true);
+    let receipts = serde_json::to_string(&r.receipts).unwrap();
+    assert!(!receipts.contains("s3cr3t-v4lue"), "{receipts}");
+
+    // A redirect to another origin: followed, without the credential.
+    let r = call(format!(
+        r#"{{"url":"http://127.0.0.1:{p}/redirect-cross","credential":"weather"}}"#
+    ))
+    .await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    assert_eq!(r.result.as_ref().unwrap().markdown, "none");
+    assert_eq!(r.receipts[0].request["credential"]["injected"], true);
+    assert_eq!(r.receipts[1].request["credential"]["injected"], false);
+
+    // Named for a request outside its audience: refused before anything is sent, with a receipt.
+    let before = server.requests.load(Ordering::SeqCst);
+    let r = call(format!(
+        r#"{{"url":"http://localhost:{p}/echo-auth","credential":"weather"}}"#
+    ))
+    .await;
+    assert_eq!(
+        r.tool_error.as_ref().unwrap().code,
+        "denied",
+        "{}",
+        r.to_json_pretty()
+    );
+    assert!(!r.receipts[0].ok);
+    assert_eq!(server.requests.load(Ordering::SeqCst), before);
+
+    // The tool cannot set the header the host injects, name an alias it was not granted, or
+    // use a credential whose secret this host does not hold.
+    for (args, code) in [
+        (
+            format!(
+                r#"{{"url":"http://127.0.0.1:{p}/echo-auth","credential":"weather","authorization":"Bearer mine"}}"#
+            ),
+            "invalid",
+        ),
+        (
+            format!(r#"{{"url":"http://127.0.0.1:{p}/echo-auth","credential":"other"}}"#),
+            "denied",
+        ),
+        (
+            format!(r#"{{"url":"http://127.0.0.1:{p}/echo-auth","credential":"unheld"}}"#),
+            "failed",
+        ),
+    ] {
+        let r = call(args).await;
+        assert_eq!(
+            r.tool_error.as_ref().unwrap().code,
+            code,
+            "{}",
+            r.to_json_pretty()
+        );
+    }
+    assert_eq!(server.requests.load(Ordering::SeqCst), before);
 }

@@ -16,7 +16,8 @@
 use super::{Broker, Capability, Refusal};
 use crate::dispatch::bindings::vak::tool::http::{Header, Host, Request, Response};
 use crate::dispatch::bindings::vak::tool::types::CapabilityError;
-use crate::policy::HttpScope;
+use crate::policy::{Credential, HttpScope, Injection};
+use crate::secrets::SecretValue;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use serde_json::json;
@@ -36,6 +37,9 @@ const HOST_HEADERS: [&str; 6] = [
     "upgrade",
     "te",
 ];
+/// The header a guest names a credential alias with; the host removes it and injects the
+/// credential's value where the policy says, only for an origin of its audience.
+pub const CREDENTIAL_HEADER: &str = "vak-credential";
 /// Headers dropped on a redirect to another origin.
 const CREDENTIAL_HEADERS: [&str; 4] = [
     "authorization",
@@ -196,22 +200,50 @@ impl Broker {
         url: &url::Url,
         headers: &[Header],
         body: Option<&[u8]>,
+        inject: Option<(&Injection, &SecretValue)>,
     ) -> Result<Hop, CapabilityError> {
         let address = Self::checked_address(scope, url).await?;
         let failed = |e: &dyn std::fmt::Display| CapabilityError::Failed(format!("{url}: {e}"));
         let stream = tokio::net::TcpStream::connect(address)
             .await
             .map_err(|e| failed(&e))?;
+        // The injected value goes into the request only: never into `url`, which messages,
+        // receipts and the response's final URL are made from.
+        let mut target = url.clone();
+        if let Some((Injection::Query { name }, value)) = inject {
+            target.query_pairs_mut().append_pair(name, value.expose());
+        }
         let mut builder = hyper::Request::builder()
             .method(method)
-            .uri(&url[url::Position::BeforePath..url::Position::AfterQuery]);
+            .uri(&target[url::Position::BeforePath..url::Position::AfterQuery]);
         let host_header = match url.port() {
             Some(p) => format!("{}:{p}", url.host_str().unwrap_or("")),
             None => url.host_str().unwrap_or("").to_string(),
         };
         builder = builder.header(hyper::header::HOST, host_header);
         for h in headers {
-            builder = builder.header(h.name.as_str(), h.value.as_str());
+            if !h.name.eq_ignore_ascii_case(CREDENTIAL_HEADER) {
+                builder = builder.header(h.name.as_str(), h.value.as_str());
+            }
+        }
+        if let Some((
+            Injection::Header {
+                name,
+                prefix,
+                suffix,
+            },
+            value,
+        )) = inject
+        {
+            let mut header = hyper::header::HeaderValue::from_str(&format!(
+                "{prefix}{}{suffix}",
+                value.expose()
+            ))
+            .map_err(|_| {
+                CapabilityError::Failed("the credential's value cannot be sent in a header".into())
+            })?;
+            header.set_sensitive(true);
+            builder = builder.header(name.as_str(), header);
         }
         let request = builder
             .body(Full::new(Bytes::copy_from_slice(body.unwrap_or(&[]))))
@@ -323,6 +355,39 @@ pub(crate) fn validate(request: &Request) -> Result<url::Url, CapabilityError> {
     Ok(url)
 }
 
+/// The credential a request names (`vak-credential: ALIAS`), checked against the grant: one at
+/// most, granted to this tool, and no guest header where the host injects it.
+fn named_credential<'a>(
+    scope: &'a HttpScope,
+    headers: &[Header],
+) -> Result<Option<&'a Credential>, CapabilityError> {
+    let mut named = headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case(CREDENTIAL_HEADER));
+    let Some(first) = named.next() else {
+        return Ok(None);
+    };
+    if named.next().is_some() {
+        return Err(CapabilityError::Invalid(format!(
+            "a request names one credential at most (`{CREDENTIAL_HEADER}` is repeated)"
+        )));
+    }
+    let alias = first.value.trim();
+    let credential = scope.credentials.get(alias).ok_or_else(|| {
+        CapabilityError::Denied(format!(
+            "the credential {alias:?} is not granted to this tool"
+        ))
+    })?;
+    if let Injection::Header { name, .. } = &credential.injection
+        && headers.iter().any(|h| h.name.eq_ignore_ascii_case(name))
+    {
+        return Err(CapabilityError::Invalid(format!(
+            "the `{name}` header is injected by the host for the credential {alias:?}; the tool may not set it"
+        )));
+    }
+    Ok(Some(credential))
+}
+
 impl Host for Broker {
     async fn fetch(&mut self, request: Request) -> Result<Response, CapabilityError> {
         let mut url_text = request.url.clone();
@@ -331,7 +396,9 @@ impl Host for Broker {
         let mut body = request.body.clone();
         let mut origin_of_first: Option<url::Origin> = None;
         for hop in 0..=MAX_REDIRECTS {
-            let receipt_request = json!({ "method": method, "url": url_text, "hop": hop });
+            let mut receipt_request = json!({ "method": method, "url": url_text, "hop": hop });
+            // What the hop did with a named credential (alias and audience, never the value).
+            let mut credential_note = None;
             if let Some(e) = self.out_of_receipts() {
                 return Err(e);
             }
@@ -356,10 +423,31 @@ impl Host for Broker {
                         "{url} is outside the origins granted to this tool"
                     ))));
                 }
+                let credential = named_credential(&scope, &headers).map_err(refused)?;
+                let value = match credential {
+                    Some(c) if c.audience_allows(&url) => Some(self.secret_value(c).map_err(refused)?),
+                    Some(c) if hop == 0 => {
+                        return Err(refused(CapabilityError::Denied(format!(
+                            "the credential {:?} may be sent only to {:?}; {url} is not one of them",
+                            c.alias,
+                            c.audience.iter().map(|o| o.text.as_str()).collect::<Vec<_>>()
+                        ))));
+                    }
+                    // A redirect out of the audience: followed, without the credential.
+                    _ => None,
+                };
+                credential_note = credential.map(|c| {
+                    json!({
+                        "alias": c.alias,
+                        "audience": c.audience.iter().map(|o| o.text.as_str()).collect::<Vec<_>>(),
+                        "injected": value.is_some(),
+                    })
+                });
+                let inject = credential.zip(value.as_ref()).map(|(c, v)| (&c.injection, v));
                 let timeout = Duration::from_millis(scope.timeout_ms);
                 match tokio::time::timeout(
                     timeout,
-                    Self::hop(&scope, &method, &url, &headers, body.as_deref()),
+                    Self::hop(&scope, &method, &url, &headers, body.as_deref(), inject),
                 )
                 .await
                 {
@@ -371,6 +459,9 @@ impl Host for Broker {
                 }
             }
             .await;
+            if let Some(note) = credential_note {
+                receipt_request["credential"] = note;
+            }
             match attempt {
                 Err(r) => {
                     self.receipts.issue(

@@ -199,6 +199,8 @@ pub struct Broker {
     pub(crate) fuel: Arc<crate::dispatch::state::FuelShare>,
     /// The caller's client, when the call came over a connection that can answer.
     pub(crate) client: Option<Arc<dyn client::ClientChannel>>,
+    /// Where credential values come from (`None`: no secret is available to this call).
+    pub(crate) secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
 }
 
 /// Why the broker refused a request before carrying it out.
@@ -220,6 +222,52 @@ impl Broker {
             child: None,
             fuel: Arc::default(),
             client: None,
+            secrets: None,
+        }
+    }
+
+    /// The same broker, injecting credentials from `secrets`.
+    pub(crate) fn keyed(mut self, secrets: Option<Arc<dyn crate::secrets::SecretSource>>) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    /// The value of `credential`'s secret, or why there is none (a host fault: the policy
+    /// binds a secret this host does not hold).
+    pub(crate) fn secret_value(
+        &self,
+        credential: &crate::policy::Credential,
+    ) -> Result<
+        crate::secrets::SecretValue,
+        crate::dispatch::bindings::vak::tool::types::CapabilityError,
+    > {
+        use crate::dispatch::bindings::vak::tool::types::CapabilityError;
+        let missing = |what: String| {
+            CapabilityError::Failed(format!(
+                "the credential {:?} is bound to {what}, which this host does not hold",
+                credential.alias
+            ))
+        };
+        match &credential.secret {
+            crate::policy::SecretRef::Env(var) => std::env::var(var)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map(crate::secrets::SecretValue::new)
+                .ok_or_else(|| missing(format!("the environment variable {var}"))),
+            crate::policy::SecretRef::Stored(name) => {
+                let source = self
+                    .secrets
+                    .as_ref()
+                    .ok_or_else(|| missing(format!("the secret {name:?}")))?;
+                match source.get(name) {
+                    Ok(Some(v)) => Ok(v),
+                    Ok(None) => Err(missing(format!("the secret {name:?}"))),
+                    Err(e) => Err(CapabilityError::Failed(format!(
+                        "the credential {:?}: {e}",
+                        credential.alias
+                    ))),
+                }
+            }
         }
     }
 

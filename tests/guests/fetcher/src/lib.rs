@@ -8,6 +8,9 @@ pub struct Args {
     /// Send this as an `Authorization` header.
     #[serde(default)]
     pub authorization: Option<String>,
+    /// Name this credential alias (`vak-credential`), for the host to inject.
+    #[serde(default)]
+    pub credential: Option<String>,
     /// Set the `Host` header (which the host must refuse).
     #[serde(default)]
     pub host_header: Option<String>,
@@ -33,6 +36,12 @@ impl Tool for Fetcher {
             headers.push(http::Header {
                 name: "Authorization".into(),
                 value: a.clone(),
+            });
+        }
+        if let Some(c) = &args.credential {
+            headers.push(http::Header {
+                name: "vak-credential".into(),
+                value: c.clone(),
             });
         }
         if let Some(h) = &args.host_header {
