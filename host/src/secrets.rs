@@ -269,6 +269,164 @@ pub fn read_value(mut input: impl std::io::Read) -> Result<SecretValue, SecretEr
     Ok(SecretValue(text))
 }
 
+/// What a scrubbed text had in it: how many secret occurrences were replaced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Scrubbed {
+    pub replaced: usize,
+}
+
+/// Finds the secret values a call could use, and their common encodings, in text that leaves
+/// the sandbox, with one multi-pattern automaton (aho-corasick, leftmost-longest), so the cost
+/// is one pass over the text whatever the number of secrets.
+#[derive(Debug, Clone)]
+pub struct Scrubber {
+    matcher: Option<aho_corasick::AhoCorasick>,
+}
+
+/// What a secret is replaced with.
+pub const REDACTED: &str = "[redacted]";
+
+/// Secrets shorter than this are not scrubbed: a 1-3 byte "secret" would redact ordinary text
+/// everywhere and protects nothing.
+const MIN_SCRUB_LEN: usize = 4;
+
+fn percent_encode(value: &str, space_plus: bool) -> String {
+    let mut out = String::with_capacity(value.len() * 3);
+    for b in value.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                out.push(b as char)
+            }
+            b' ' if space_plus => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// A value and the forms it commonly takes on the wire: base64 (standard and URL-safe, padded
+/// or not), percent- and form-encoding (upper- and lowercase hex digits), hex (both cases).
+pub fn encodings(value: &str) -> Vec<String> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    let bytes = value.as_bytes();
+    let percent = percent_encode(value, false);
+    let form = percent_encode(value, true);
+    let mut all = vec![
+        value.to_string(),
+        STANDARD.encode(bytes),
+        STANDARD_NO_PAD.encode(bytes),
+        URL_SAFE.encode(bytes),
+        URL_SAFE_NO_PAD.encode(bytes),
+        percent.to_ascii_lowercase_hex(),
+        form.to_ascii_lowercase_hex(),
+        percent,
+        form,
+        hex::encode(bytes),
+        hex::encode_upper(bytes),
+    ];
+    all.sort();
+    all.dedup();
+    all
+}
+
+/// Lowercase the hex digits of `%XX` escapes only.
+trait LowerHex {
+    fn to_ascii_lowercase_hex(&self) -> String;
+}
+
+impl LowerHex for String {
+    fn to_ascii_lowercase_hex(&self) -> String {
+        let mut out = String::with_capacity(self.len());
+        let mut rest = self.as_str();
+        while let Some(i) = rest.find('%') {
+            out.push_str(&rest[..i]);
+            let esc = rest.get(i..i + 3).unwrap_or(&rest[i..]);
+            out.push_str(&esc.to_ascii_lowercase());
+            rest = &rest[i + esc.len()..];
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+impl Scrubber {
+    /// A scrubber for these values (and their encodings).
+    pub fn new<'a>(values: impl IntoIterator<Item = &'a SecretValue>) -> Scrubber {
+        let patterns: Vec<String> = values
+            .into_iter()
+            .filter(|v| v.expose().len() >= MIN_SCRUB_LEN)
+            .flat_map(|v| encodings(v.expose()))
+            .collect();
+        if patterns.is_empty() {
+            return Scrubber { matcher: None };
+        }
+        let matcher = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .build(&patterns)
+            .ok();
+        Scrubber { matcher }
+    }
+
+    /// A scrubber that finds nothing (a call that can use no secret).
+    pub fn none() -> Scrubber {
+        Scrubber { matcher: None }
+    }
+
+    /// Whether `haystack` holds a secret in any of its forms.
+    pub fn finds(&self, haystack: &[u8]) -> bool {
+        self.matcher.as_ref().is_some_and(|m| m.is_match(haystack))
+    }
+
+    /// `text` with every secret occurrence replaced by [`REDACTED`].
+    pub fn redact(&self, text: &str) -> (String, Scrubbed) {
+        let Some(m) = &self.matcher else {
+            return (text.to_string(), Scrubbed::default());
+        };
+        let mut replaced = 0;
+        let mut out = String::with_capacity(text.len());
+        m.replace_all_with(text, &mut out, |_, _, dst| {
+            replaced += 1;
+            dst.push_str(REDACTED);
+            true
+        });
+        (out, Scrubbed { replaced })
+    }
+
+    /// Every string inside `value` redacted in place (keys too).
+    pub fn redact_json(&self, value: &mut serde_json::Value) -> Scrubbed {
+        use serde_json::Value;
+        if self.matcher.is_none() {
+            return Scrubbed::default();
+        }
+        let mut total = 0;
+        match value {
+            Value::String(s) => {
+                let (clean, n) = self.redact(s);
+                if n.replaced > 0 {
+                    *s = clean;
+                    total += n.replaced;
+                }
+            }
+            Value::Array(items) => {
+                for item in items {
+                    total += self.redact_json(item).replaced;
+                }
+            }
+            Value::Object(map) => {
+                let entries: Vec<(String, Value)> = std::mem::take(map).into_iter().collect();
+                for (k, mut v) in entries {
+                    let (k, n) = self.redact(&k);
+                    total += n.replaced + self.redact_json(&mut v).replaced;
+                    map.insert(k, v);
+                }
+            }
+            _ => {}
+        }
+        Scrubbed { replaced: total }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,5 +520,47 @@ mod tests {
             env.get("HOME").unwrap().is_none(),
             "not by the variable's own name"
         );
+    }
+
+    #[test]
+    fn every_encoding_of_a_secret_is_found_and_redacted() {
+        let secret = SecretValue::new("s3cr3t key/+");
+        let scrubber = Scrubber::new([&secret]);
+        let forms = encodings(secret.expose());
+        for form in [
+            "s3cr3t key/+",
+            "czNjcjN0IGtleS8r",
+            "czNjcjN0IGtleS8r",
+            "s3cr3t%20key%2F%2B",
+            "s3cr3t%20key%2f%2b",
+            "s3cr3t+key%2F%2B",
+            "733363723374206b65792f2b",
+        ] {
+            assert!(
+                forms
+                    .iter()
+                    .any(|f| f.contains(form) || form.contains(f.as_str())),
+                "{form} not among {forms:?}"
+            );
+            let text = format!("before {form} after");
+            assert!(scrubber.finds(text.as_bytes()), "{form}");
+            let (clean, n) = scrubber.redact(&text);
+            assert!(n.replaced >= 1, "{form}");
+            assert!(clean.contains(REDACTED) && !clean.contains(form), "{clean}");
+        }
+        let hex_upper = hex::encode_upper(secret.expose());
+        assert!(scrubber.finds(hex_upper.as_bytes()));
+        assert!(!scrubber.finds(b"nothing to see"));
+        let mut doc = serde_json::json!({"a": ["x s3cr3t key/+ y", 1], "s3cr3t key/+": true});
+        let n = scrubber.redact_json(&mut doc);
+        assert_eq!(n.replaced, 2);
+        assert!(!doc.to_string().contains("s3cr3t"), "{doc}");
+    }
+
+    #[test]
+    fn short_values_are_not_patterns() {
+        let scrubber = Scrubber::new([&SecretValue::new("abc")]);
+        assert!(!scrubber.finds(b"abc"));
+        assert!(!Scrubber::none().finds(b"anything"));
     }
 }
