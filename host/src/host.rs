@@ -599,6 +599,8 @@ impl Host {
         // brokered dispatch
         let t = Instant::now();
         let children = Arc::new(std::sync::Mutex::new(Vec::new()));
+        // What the tool passes out is scrubbed of every secret it could have been handed.
+        let scrubber = crate::secrets::scrubber_for(self.inner.secrets.as_deref(), &tool.grant);
         let broker = Broker::new(record.call_id.clone(), Some(tool.grant.clone()))
             .watching(self.inner.revocations.clone(), session.principal.clone())
             .keyed(self.inner.secrets.clone())
@@ -633,6 +635,7 @@ impl Host {
         // Child runs stay on record whatever happened to this call afterwards.
         record.children = std::mem::take(&mut *children.lock().unwrap_or_else(|p| p.into_inner()));
         record.logs = report.logs;
+        record.scrub(&scrubber);
         let returned = match report.outcome {
             Ok(r) => r,
             Err(e) => return record.stop(CallError::from(&e), t.elapsed()),
@@ -646,6 +649,7 @@ impl Host {
             GuestReturn::ToolError(e) => {
                 let (kept, error) = result::tool_error(e);
                 record.tool_error = Some(kept);
+                record.scrub(&scrubber);
                 record.stop(CallError::from(&error), t.elapsed());
                 record.status = Status::ToolError;
                 return;
@@ -671,6 +675,7 @@ impl Host {
                     payload.as_ref(),
                 );
                 record.result = Some(r);
+                record.scrub(&scrubber);
                 record.passed(Stage::Result, t.elapsed(), String::new());
             }
             Err(e) => return record.stop(CallError::from(&e), t.elapsed()),

@@ -201,6 +201,10 @@ pub struct CallRecord {
     pub outcome: serde_json::Value,
     /// The presentation projection; null until it runs.
     pub projection: serde_json::Value,
+    /// Where the host replaced a secret's value (or an encoding of it) that the tool tried to
+    /// pass out, with how many: e.g. `result.markdown: 1`. Empty (and absent) when nothing was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<String>,
     /// The host's signature over everything above (see `signing`).
     pub signature: Option<crate::signing::RecordSignature>,
     /// Where the record went in the journal (not part of the record itself, nor of its JSON).
@@ -245,11 +249,64 @@ impl CallRecord {
             outcome: serde_json::Value::Null,
             projection: serde_json::Value::Null,
             signature: None,
+            redacted: Vec::new(),
             journaled: None,
         }
     }
 
     /// Note that `stage` passed, with how long it took.
+    /// Scrub every text the tool produced (logs, output, its error, its result) of the secrets
+    /// `scrubber` knows, noting where.
+    pub(crate) fn scrub(&mut self, scrubber: &crate::secrets::Scrubber) {
+        if !scrubber.active() {
+            return;
+        }
+        let mut note = |place: &str, n: crate::secrets::Scrubbed| {
+            if n.replaced > 0 {
+                self.redacted.push(format!("{place}: {}", n.replaced));
+            }
+        };
+        let text =
+            |place: &str, s: &mut String, note: &mut dyn FnMut(&str, crate::secrets::Scrubbed)| {
+                let (clean, n) = scrubber.redact(s);
+                if n.replaced > 0 {
+                    *s = clean;
+                }
+                note(place, n);
+            };
+        for line in &mut self.logs.lines {
+            text("logs", &mut line.message, &mut note);
+        }
+        text("stdout", &mut self.logs.stdout.text, &mut note);
+        text("stderr", &mut self.logs.stderr.text, &mut note);
+        if let Some(e) = &mut self.tool_error {
+            text("tool_error.message", &mut e.message, &mut note);
+        }
+        if let Some(r) = &mut self.result {
+            text("result.markdown", &mut r.markdown, &mut note);
+            if let Some(p) = &mut r.payload_json {
+                match serde_json::from_str::<serde_json::Value>(p) {
+                    Ok(mut v) => {
+                        let n = scrubber.redact_json(&mut v);
+                        if n.replaced > 0 {
+                            *p = v.to_string();
+                        }
+                        note("result.payload", n);
+                    }
+                    Err(_) => text("result.payload", p, &mut note),
+                }
+            }
+            for e in &mut r.evidence {
+                text("result.evidence", &mut e.note, &mut note);
+            }
+            for a in &mut r.attachments {
+                if let Some(t) = &mut a.text {
+                    text("result.attachments", t, &mut note);
+                }
+            }
+        }
+    }
+
     pub(crate) fn passed(&mut self, stage: Stage, elapsed: std::time::Duration, note: String) {
         self.stage = stage;
         self.stages.push(StageReport {

@@ -247,6 +247,51 @@ impl SecretSource for EnvSecrets {
     }
 }
 
+/// The value of `credential`'s secret from `source` (or the environment), or why there is
+/// none.
+pub fn resolve(
+    source: Option<&dyn SecretSource>,
+    credential: &crate::policy::Credential,
+) -> Result<SecretValue, String> {
+    let missing = |what: String| {
+        format!(
+            "the credential {:?} is bound to {what}, which this host does not hold",
+            credential.alias
+        )
+    };
+    match &credential.secret {
+        crate::policy::SecretRef::Env(var) => std::env::var(var)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .map(SecretValue)
+            .ok_or_else(|| missing(format!("the environment variable {var}"))),
+        crate::policy::SecretRef::Stored(name) => match source.map(|s| s.get(name)) {
+            Some(Ok(Some(v))) => Ok(v),
+            Some(Err(e)) => Err(format!("the credential {:?}: {e}", credential.alias)),
+            _ => Err(missing(format!("the secret {name:?}"))),
+        },
+    }
+}
+
+/// The scrubber for a call under `grant`: every credential value it could use.
+pub fn scrubber_for(
+    source: Option<&dyn SecretSource>,
+    grant: &crate::policy::ToolGrant,
+) -> Scrubber {
+    let Some(http) = grant.http() else {
+        return Scrubber::none();
+    };
+    if http.credentials.is_empty() {
+        return Scrubber::none();
+    }
+    let values: Vec<SecretValue> = http
+        .credentials
+        .values()
+        .filter_map(|c| resolve(source, c).ok())
+        .collect();
+    Scrubber::new(&values)
+}
+
 /// Read a secret value from `input` (standard input for `vak secret set`): all of it, less one
 /// trailing newline (what `echo` and a terminal add), so a value is exactly what was typed.
 pub fn read_value(mut input: impl std::io::Read) -> Result<SecretValue, SecretError> {
@@ -373,6 +418,11 @@ impl Scrubber {
         Scrubber { matcher: None }
     }
 
+    /// Whether there is anything to look for.
+    pub fn active(&self) -> bool {
+        self.matcher.is_some()
+    }
+
     /// Whether `haystack` holds a secret in any of its forms.
     pub fn finds(&self, haystack: &[u8]) -> bool {
         self.matcher.as_ref().is_some_and(|m| m.is_match(haystack))
@@ -388,6 +438,22 @@ impl Scrubber {
         m.replace_all_with(text, &mut out, |_, _, dst| {
             replaced += 1;
             dst.push_str(REDACTED);
+            true
+        });
+        (out, Scrubbed { replaced })
+    }
+
+    /// `bytes` with every secret occurrence replaced by [`REDACTED`] (for bodies that need not
+    /// be text).
+    pub fn redact_bytes(&self, bytes: &[u8]) -> (Vec<u8>, Scrubbed) {
+        let Some(m) = &self.matcher else {
+            return (bytes.to_vec(), Scrubbed::default());
+        };
+        let mut replaced = 0;
+        let mut out = Vec::with_capacity(bytes.len());
+        m.replace_all_with_bytes(bytes, &mut out, |_, _, dst| {
+            replaced += 1;
+            dst.extend_from_slice(REDACTED.as_bytes());
             true
         });
         (out, Scrubbed { replaced })

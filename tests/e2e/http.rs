@@ -347,7 +347,13 @@ audience = ["http://127.0.0.1:{p}"]
     ))
     .await;
     assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
-    assert_eq!(r.result.as_ref().unwrap().markdown, "Bearer s3cr3t-v4lue");
+    // The server got the value; the guest sees its echo redacted, so nothing the tool passes
+    // on (result, Markdown, logs, record) holds it in any encoding.
+    assert_eq!(r.result.as_ref().unwrap().markdown, "Bearer [redacted]");
+    let record = r.to_json_pretty();
+    for form in vak_host::secrets::encodings("s3cr3t-v4lue") {
+        assert!(!record.contains(&form), "{form} in {record}");
+    }
     let receipt = &r.receipts[0];
     assert_eq!(receipt.request["credential"]["alias"], "weather");
     assert_eq!(receipt.request["credential"]["injected"], true);
@@ -395,6 +401,18 @@ audience = ["http://127.0.0.1:{p}"]
         (
             format!(r#"{{"url":"http://127.0.0.1:{p}/echo-auth","credential":"unheld"}}"#),
             "failed",
+        ),
+        // A value the tool learnt some other way (the model put it in the arguments) does not
+        // leave for an origin outside the audience: not as a header, not base64 in the URL.
+        (
+            format!(
+                r#"{{"url":"http://localhost:{p}/echo-auth","authorization":"Bearer s3cr3t-v4lue"}}"#
+            ),
+            "denied",
+        ),
+        (
+            format!(r#"{{"url":"http://localhost:{p}/page?k=czNjcjN0LXY0bHVl"}}"#),
+            "denied",
         ),
     ] {
         let r = call(args).await;

@@ -388,6 +388,22 @@ fn named_credential<'a>(
     Ok(Some(credential))
 }
 
+impl Broker {
+    /// The values of every credential this call's grant binds (those this host holds).
+    fn all_secret_values(&self) -> Vec<SecretValue> {
+        self.grant
+            .as_ref()
+            .and_then(|g| g.http())
+            .map(|h| {
+                h.credentials
+                    .values()
+                    .filter_map(|c| self.secret_value(c).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
 impl Host for Broker {
     async fn fetch(&mut self, request: Request) -> Result<Response, CapabilityError> {
         let mut url_text = request.url.clone();
@@ -443,6 +459,24 @@ impl Host for Broker {
                         "injected": value.is_some(),
                     })
                 });
+                // A value the tool got hold of anyway (a response that echoed it, say) may not
+                // leave for an origin outside its credential's audience, in any encoding.
+                let foreign: Vec<SecretValue> = scope
+                    .credentials
+                    .values()
+                    .filter(|c| !c.audience_allows(&url))
+                    .filter_map(|c| self.secret_value(c).ok())
+                    .collect();
+                let leak = crate::secrets::Scrubber::new(&foreign);
+                if leak.finds(url_text.as_bytes())
+                    || headers.iter().any(|h| leak.finds(h.value.as_bytes()) || leak.finds(h.name.as_bytes()))
+                    || body.as_deref().is_some_and(|b| leak.finds(b))
+                {
+                    return Err(refused(CapabilityError::Denied(format!(
+                        "the request to {} carries the value of a credential whose audience does not include it",
+                        url.origin().ascii_serialization()
+                    ))));
+                }
                 let inject = credential.zip(value.as_ref()).map(|(c, v)| (&c.injection, v));
                 let timeout = Duration::from_millis(scope.timeout_ms);
                 match tokio::time::timeout(
@@ -496,6 +530,19 @@ impl Host for Broker {
                     url_text = location.to_string();
                 }
                 Ok((_, Hop::Done(mut response))) => {
+                    // The guest never sees a secret in what came back (a server echoing its
+                    // key): the body and headers are redacted. The receipt's digest stays
+                    // the SHA-256 of the body as the server sent it.
+                    let echo = self.all_secret_values();
+                    let scrub = crate::secrets::Scrubber::new(&echo);
+                    if scrub.active() {
+                        for h in &mut response.headers {
+                            h.value = scrub.redact(&h.value).0;
+                        }
+                        if scrub.finds(&response.body) {
+                            response.body = scrub.redact_bytes(&response.body).0;
+                        }
+                    }
                     let content_type = response
                         .headers
                         .iter()

@@ -241,34 +241,8 @@ impl Broker {
         crate::secrets::SecretValue,
         crate::dispatch::bindings::vak::tool::types::CapabilityError,
     > {
-        use crate::dispatch::bindings::vak::tool::types::CapabilityError;
-        let missing = |what: String| {
-            CapabilityError::Failed(format!(
-                "the credential {:?} is bound to {what}, which this host does not hold",
-                credential.alias
-            ))
-        };
-        match &credential.secret {
-            crate::policy::SecretRef::Env(var) => std::env::var(var)
-                .ok()
-                .filter(|v| !v.is_empty())
-                .map(crate::secrets::SecretValue::new)
-                .ok_or_else(|| missing(format!("the environment variable {var}"))),
-            crate::policy::SecretRef::Stored(name) => {
-                let source = self
-                    .secrets
-                    .as_ref()
-                    .ok_or_else(|| missing(format!("the secret {name:?}")))?;
-                match source.get(name) {
-                    Ok(Some(v)) => Ok(v),
-                    Ok(None) => Err(missing(format!("the secret {name:?}"))),
-                    Err(e) => Err(CapabilityError::Failed(format!(
-                        "the credential {:?}: {e}",
-                        credential.alias
-                    ))),
-                }
-            }
-        }
+        crate::secrets::resolve(self.secrets.as_deref(), credential)
+            .map_err(crate::dispatch::bindings::vak::tool::types::CapabilityError::Failed)
     }
 
     /// The same broker, forwarding logs to and asking `client` (when there is one).
