@@ -327,7 +327,7 @@ fn usage_error(message: impl std::fmt::Display) -> ExitCode {
 }
 
 /// `vak secret set|list|rm`.
-fn secret(command: &SecretCommand) -> ExitCode {
+fn secret(command: &SecretCommand, policy: &Policy) -> ExitCode {
     use std::io::IsTerminal;
     use vak_host::secrets::{FileSecrets, read_value};
     let store = match FileSecrets::default_path() {
@@ -350,18 +350,46 @@ fn secret(command: &SecretCommand) -> ExitCode {
             .remove(name)
             .map(|()| eprintln!("removed {name} from {}", store.path().display())),
         SecretCommand::List { json } => store.names().map(|names| {
+            // Which tool may use each secret, under which alias, sent only to which origins.
+            let bindings = |name: &str| -> Vec<serde_json::Value> {
+                let wanted = vak_host::policy::SecretRef::Stored(name.to_string());
+                let mut out = Vec::new();
+                for grant in policy.tools.values() {
+                    let Some(http) = grant.http() else { continue };
+                    for c in http.credentials.values().filter(|c| c.secret == wanted) {
+                        out.push(serde_json::json!({
+                            "tool": grant.tool,
+                            "alias": c.alias,
+                            "audience": c.audience.iter().map(|o| o.text.clone()).collect::<Vec<_>>(),
+                        }));
+                    }
+                }
+                out
+            };
             if *json {
+                let list: Vec<_> = names
+                    .iter()
+                    .map(|n| serde_json::json!({ "name": n, "bindings": bindings(n) }))
+                    .collect();
                 println!(
                     "{}",
-                    serde_json::json!({ "file": store.path(), "names": names })
+                    serde_json::json!({ "file": store.path(), "policy": policy.origin, "secrets": list })
                 );
             } else {
-                println!(
-                    "secrets in {} (values are never shown):",
-                    store.path().display()
-                );
-                for name in names {
-                    println!("  {name}");
+                println!("secrets in {} (values are never shown):", store.path().display());
+                for name in &names {
+                    let found = bindings(name);
+                    if found.is_empty() {
+                        println!("  {name}  (bound to no tool by policy {})", policy.origin);
+                    }
+                    for b in found {
+                        println!(
+                            "  {name}  -> tool {} as {}, sent only to {}",
+                            b["tool"].as_str().unwrap_or(""),
+                            b["alias"].as_str().unwrap_or(""),
+                            b["audience"]
+                        );
+                    }
                 }
             }
         }),
@@ -564,7 +592,10 @@ async fn run(cli: Cli) -> ExitCode {
                 Err(e) => usage_error(e),
             };
         }
-        Command::Secret { command } => return secret(command),
+        Command::Secret { command } => {
+            let fallback = Policy::default_policy();
+            return secret(command, policy.as_ref().unwrap_or(&fallback));
+        }
         Command::Revoke { what, reason } => {
             let revocation = match what {
                 RevokeWhat::Tool { tool } => Revocation::Tool { tool: tool.clone() },
