@@ -341,3 +341,60 @@ fn every_call_is_journaled_and_the_chain_catches_tampering() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).contains("#2"), "{}", stdout(&o));
 }
+
+#[test]
+fn a_secret_is_set_from_stdin_listed_by_name_and_refused_when_others_can_read_it() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("secrets.json");
+    let secret = |args: &[&str], input: Option<&str>| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_vak"))
+            .env("VAK_SECRETS_FILE", &file)
+            .arg("secret")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        if let Some(input) = input {
+            stdin.write_all(input.as_bytes()).unwrap();
+        }
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    };
+    let set = secret(&["set", "api_key"], Some("v4lue-from-stdin\n"));
+    assert!(set.status.success(), "{set:?}");
+    let list = secret(&["list", "--json"], None);
+    assert!(list.status.success(), "{list:?}");
+    let listed = String::from_utf8_lossy(&list.stdout).to_string();
+    assert!(listed.contains("\"api_key\""), "{listed}");
+    assert!(
+        !listed.contains("v4lue"),
+        "a value is never listed: {listed}"
+    );
+    let stored: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(
+        stored["api_key"], "v4lue-from-stdin",
+        "one trailing newline dropped"
+    );
+
+    // Readable by others: refused, with the fix in the message.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let list = secret(&["list"], None);
+    assert_eq!(list.status.code(), Some(3), "{list:?}");
+    let err = String::from_utf8_lossy(&list.stderr);
+    assert!(
+        err.contains("can be read or written by others") && err.contains("chmod 600"),
+        "{err}"
+    );
+    // An empty value and a bad name store nothing.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(secret(&["set", "other"], Some("")).status.code(), Some(3));
+    assert_eq!(secret(&["set", "../x"], Some("v")).status.code(), Some(3));
+    assert_eq!(secret(&["rm", "api_key"], None).status.code(), Some(0));
+    assert_eq!(secret(&["rm", "api_key"], None).status.code(), Some(3));
+}
