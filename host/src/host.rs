@@ -73,6 +73,7 @@ pub struct HostBuilder {
     registry: crate::registry::Registry,
     journal: Option<Arc<crate::journal::Journal>>,
     secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
+    approver: Option<Arc<dyn crate::approval::Approver>>,
 }
 
 impl Default for HostBuilder {
@@ -96,7 +97,16 @@ impl HostBuilder {
             secrets: crate::secrets::FileSecrets::default_path()
                 .ok()
                 .map(|p| Arc::new(crate::secrets::FileSecrets::new(p)) as _),
+            approver: None,
         }
+    }
+
+    /// Who answers approvals for tools and scopes the policy marks `ask` (default: the call's
+    /// client, asked with an elicitation form, where it can answer; else the call is refused
+    /// with `approval_required`).
+    pub fn approver(mut self, approver: Arc<dyn crate::approval::Approver>) -> Self {
+        self.approver = Some(approver);
+        self
     }
 
     /// Where the values of the policy's credential aliases come from (default: the secrets file
@@ -232,6 +242,7 @@ impl HostBuilder {
                 registry: self.registry,
                 journal: self.journal,
                 secrets: self.secrets,
+                approver: self.approver,
             }),
         })
     }
@@ -247,6 +258,7 @@ struct Inner {
     registry: crate::registry::Registry,
     journal: Option<Arc<crate::journal::Journal>>,
     secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
+    approver: Option<Arc<dyn crate::approval::Approver>>,
 }
 
 /// A session: the embedder's unit of budget (a conversation, a turn), on behalf of one principal.
@@ -562,10 +574,59 @@ impl Host {
             Verdict::Refused { .. } => Vec::new(),
         };
         record.granted = granted.clone();
+        // Approvals: the whole call now when the tool is `ask`; scopes at their first use.
+        // Cancelling `stop` (a refused approval during dispatch) stops the guest at once.
+        let stop = cancel.child_token();
+        let approvals = Arc::new(crate::approval::CallApprovals::new(
+            crate::approval::CallContext {
+                call_id: record.call_id.clone(),
+                tool: tool.name().to_string(),
+                principal: session.principal.clone(),
+                arguments: proposal.arguments.clone(),
+                arguments_sha256: record.arguments_digest.clone(),
+                grant_sha256: crate::digest::sha256_hex(format!("{:?}", tool.grant).as_bytes()),
+                timeout: std::time::Duration::from_millis(tool.grant.approval_timeout_ms),
+            },
+            self.inner.approver.clone(),
+            client.clone(),
+            stop.clone(),
+        ));
+        let approvals_entries = approvals.entries.clone();
+        if tool.grant.ask {
+            let asked = tokio::select! {
+                asked = approvals.require(
+                    crate::approval::ApprovalScope::Call,
+                    std::time::Duration::from_millis(tool.grant.approval_timeout_ms),
+                ) => asked,
+                () = cancel.cancelled() => {
+                    record.approvals = approvals_entries.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    let e = crate::DispatchError::Cancelled;
+                    let mut error = CallError::from(&e);
+                    error.stage = Stage::Permission;
+                    return record.stop(error, t.elapsed());
+                }
+            };
+            record.approvals = approvals_entries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            if let Err(e) = asked {
+                return record.stop(CallError::from(&e), t.elapsed());
+            }
+        }
+        let approved_by = approvals.approvers();
         record.passed(
             Stage::Permission,
             t.elapsed(),
-            format!("granted: [{}]", granted.join(", ")),
+            if approved_by.is_empty() {
+                format!("granted: [{}]", granted.join(", "))
+            } else {
+                format!(
+                    "granted: [{}]; approved by {}",
+                    granted.join(", "),
+                    approved_by.join(", ")
+                )
+            },
         );
 
         // claims and budget: min(claim, policy cap, engine ceiling, what the session has left)
@@ -611,10 +672,11 @@ impl Host {
                 deadline: Instant::now() + std::time::Duration::from_millis(limits.wall_time_ms),
                 fuel_cap: limits.fuel,
                 records: children.clone(),
-                cancel: cancel.clone(),
+                cancel: stop.clone(),
                 client: client.clone(),
             })
-            .attended(client);
+            .attended(client)
+            .approving(approvals.clone());
         let mut report = self
             .inner
             .runtime
@@ -623,7 +685,7 @@ impl Host {
                 broker,
                 Entry::Call(&proposal.arguments),
                 &limits,
-                cancel,
+                &stop,
             )
             .await;
         if let Ok(GuestReturn::Completed(r)) = &report.outcome {
@@ -635,7 +697,21 @@ impl Host {
         // Child runs stay on record whatever happened to this call afterwards.
         record.children = std::mem::take(&mut *children.lock().unwrap_or_else(|p| p.into_inner()));
         record.logs = report.logs;
+        record.approvals = approvals_entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         record.scrub(&scrubber);
+        // A scope's approval refused during dispatch ends the call at `permission`, whatever
+        // the guest did after it was told.
+        let refused = approvals
+            .refusal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(e) = refused {
+            return record.stop(CallError::from(&e), t.elapsed());
+        }
         let returned = match report.outcome {
             Ok(r) => r,
             Err(e) => return record.stop(CallError::from(&e), t.elapsed()),

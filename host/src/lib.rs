@@ -13,6 +13,7 @@
 //! Start with [`HostBuilder`].
 
 pub mod admission;
+pub mod approval;
 pub mod bench;
 pub mod budget;
 pub mod bundled;

@@ -99,6 +99,11 @@ struct ToolGrantFile {
     caps: Caps,
     /// Only these principals may call the tool (absent: any principal).
     principals: Option<Vec<String>>,
+    /// Every call waits for a person's approval before dispatch.
+    #[serde(default)]
+    ask: bool,
+    /// How long an approval may take (default 120 s).
+    approval_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -139,6 +144,9 @@ struct HttpGrantFile {
     /// Credential aliases the tool may name, each bound to a host-held secret and an audience.
     #[serde(default)]
     credentials: BTreeMap<String, CredentialFile>,
+    /// Origins (of `origins`) whose first request in a call waits for a person's approval.
+    #[serde(default)]
+    ask: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -228,12 +236,25 @@ impl Credential {
     }
 }
 
+impl HttpScope {
+    /// The origin (as the policy wrote it) a request to `url` needs an approval for, if any.
+    pub fn asks_for(&self, url: &url::Url) -> Option<&str> {
+        self.origins
+            .iter()
+            .filter(|o| o.allows(url))
+            .find(|o| self.ask.contains(&o.text))
+            .map(|o| o.text.as_str())
+    }
+}
+
 /// What an `http` grant allows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpScope {
     pub origins: Vec<Origin>,
     /// Credential aliases, by alias.
     pub credentials: BTreeMap<String, Credential>,
+    /// Origins (as written in `origins`) whose first request in a call needs an approval.
+    pub ask: Vec<String>,
     /// Internal addresses the policy names explicitly (e.g. a test server on 127.0.0.1).
     pub allow_addresses: Vec<std::net::IpAddr>,
     pub max_body_bytes: u64,
@@ -253,6 +274,9 @@ struct RootFile {
     path: std::path::PathBuf,
     #[serde(default)]
     mode: RootMode,
+    /// The root's first use in a call waits for a person's approval.
+    #[serde(default)]
+    ask: bool,
 }
 
 /// What a tool may do in a workspace root.
@@ -272,6 +296,8 @@ pub struct Root {
     /// Where it is on the host (absolute, as the policy gave it).
     pub path: std::path::PathBuf,
     pub mode: RootMode,
+    /// The root's first use in a call needs an approval.
+    pub ask: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -317,6 +343,10 @@ pub struct ToolGrant {
     pub caps: Caps,
     /// Only these principals may call the tool (`None`: any principal).
     pub principals: Option<Vec<String>>,
+    /// Every call needs a person's approval before dispatch.
+    pub ask: bool,
+    /// How long an approval may take.
+    pub approval_timeout_ms: u64,
 }
 
 impl ToolGrant {
@@ -534,6 +564,8 @@ impl Policy {
                 capabilities,
                 caps: grant.caps.or(*defaults),
                 principals: grant.principals,
+                ask: grant.ask,
+                approval_timeout_ms: grant.approval_timeout_ms.unwrap_or(120_000),
             })
         }
     }
@@ -593,7 +625,15 @@ fn compile_http(origin: &str, tool: &str, h: HttpGrantFile) -> Result<HttpScope,
         let credential = compile_credential(&alias, c, &origins).map_err(fail)?;
         credentials.insert(alias, credential);
     }
+    for text in &h.ask {
+        if !origins.iter().any(|o| &o.text == text) {
+            return Err(fail(format!(
+                "`http.ask` names {text:?}, which is not one of `http.origins`"
+            )));
+        }
+    }
     Ok(HttpScope {
+        ask: h.ask,
         origins,
         credentials,
         allow_addresses: h.allow_addresses,
@@ -753,6 +793,7 @@ fn compile_roots(origin: &str, tool: &str, roots: Vec<RootFile>) -> Result<Vec<R
             name: r.name,
             path: r.path,
             mode: r.mode,
+            ask: r.ask,
         });
     }
     Ok(out)

@@ -205,6 +205,10 @@ pub struct CallRecord {
     /// pass out, with how many: e.g. `result.markdown: 1`. Empty (and absent) when nothing was.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redacted: Vec<String>,
+    /// Every approval the call asked for: the request (bound to tool, arguments, grant and
+    /// principal), who answered, when, and what. Empty (and absent) when none was needed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<crate::approval::ApprovalEntry>,
     /// The host's signature over everything above (see `signing`).
     pub signature: Option<crate::signing::RecordSignature>,
     /// Where the record went in the journal (not part of the record itself, nor of its JSON).
@@ -250,6 +254,7 @@ impl CallRecord {
             projection: serde_json::Value::Null,
             signature: None,
             redacted: Vec::new(),
+            approvals: Vec::new(),
             journaled: None,
         }
     }

@@ -117,6 +117,11 @@ pub trait ClientChannel: Send + Sync {
     /// Forward one log line the guest wrote (already bounded). Must not block: queue it.
     fn log(&self, _level: LogLevel, _message: &str) {}
 
+    /// Who answers for this client in records (an approval's `by`).
+    fn answerer(&self) -> String {
+        "the caller's client".into()
+    }
+
     /// Ask the client's model for a completion.
     fn sample(
         &self,
@@ -295,7 +300,7 @@ impl Broker {
     }
 
     /// How long the host waits for the client: until shortly before the call's deadline.
-    fn client_wait(&self) -> Duration {
+    pub(crate) fn client_wait(&self) -> Duration {
         self.child.as_ref().map_or(Duration::from_secs(60), |l| {
             l.deadline
                 .saturating_duration_since(Instant::now())

@@ -439,6 +439,10 @@ impl Host for Broker {
                         "{url} is outside the origins granted to this tool"
                     ))));
                 }
+                if let Some(origin) = scope.asks_for(&url) {
+                    let asked = crate::approval::ApprovalScope::Origin(origin.to_string());
+                    self.approved(asked).await.map_err(refused)?;
+                }
                 let credential = named_credential(&scope, &headers).map_err(refused)?;
                 let value = match credential {
                     Some(c) if c.audience_allows(&url) => Some(self.secret_value(c).map_err(refused)?),

@@ -201,6 +201,8 @@ pub struct Broker {
     pub(crate) client: Option<Arc<dyn client::ClientChannel>>,
     /// Where credential values come from (`None`: no secret is available to this call).
     pub(crate) secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
+    /// The call's approvals, for scopes the policy marks `ask` (`None` at admission).
+    pub(crate) approvals: Option<Arc<crate::approval::CallApprovals>>,
 }
 
 /// Why the broker refused a request before carrying it out.
@@ -223,7 +225,32 @@ impl Broker {
             fuel: Arc::default(),
             client: None,
             secrets: None,
+            approvals: None,
         }
+    }
+
+    /// The same broker, asking `approvals` before the first use of a scope marked `ask`.
+    pub(crate) fn approving(mut self, approvals: Arc<crate::approval::CallApprovals>) -> Self {
+        self.approvals = Some(approvals);
+        self
+    }
+
+    /// Wait for a person's approval of `scope` (once per call). A refusal also ends the call
+    /// at `permission`; the guest gets `denied` and is stopped.
+    pub(crate) async fn approved(
+        &self,
+        scope: crate::approval::ApprovalScope,
+    ) -> Result<(), crate::dispatch::bindings::vak::tool::types::CapabilityError> {
+        use crate::dispatch::bindings::vak::tool::types::CapabilityError;
+        let Some(approvals) = &self.approvals else {
+            return Err(CapabilityError::Denied(format!(
+                "{scope} needs a person's approval, which cannot be asked here"
+            )));
+        };
+        approvals
+            .require(scope, self.client_wait())
+            .await
+            .map_err(|e| CapabilityError::Denied(e.to_string()))
     }
 
     /// The same broker, injecting credentials from `secrets`.

@@ -95,6 +95,20 @@ impl Broker {
         Ok((granted, dir))
     }
 
+    /// Wait for the approval of `root` when the policy marks it `ask` (once per call).
+    async fn root_approved(&self, root: &str) -> Result<(), CapabilityError> {
+        let asks = self
+            .grant
+            .as_deref()
+            .and_then(|g| g.root(root))
+            .is_some_and(|r| r.ask);
+        if asks {
+            self.approved(crate::approval::ApprovalScope::Root(root.to_string()))
+                .await?;
+        }
+        Ok(())
+    }
+
     fn refuse(
         &self,
         operation: &str,
@@ -124,6 +138,9 @@ impl Host for Broker {
         let request = json!({ "root": root, "path": path });
         if let Some(e) = self.out_of_receipts() {
             return Err(e);
+        }
+        if let Err(e) = self.root_approved(&root).await {
+            return Err(self.refuse("read", request, e));
         }
         let read = (|| {
             let (_, dir) = self.open_root(&root, &path, false, false)?;
@@ -177,6 +194,9 @@ impl Host for Broker {
         if let Some(e) = self.out_of_receipts() {
             return Err(e);
         }
+        if let Err(e) = self.root_approved(&root).await {
+            return Err(self.refuse("write", request, e));
+        }
         let written = (|| {
             let (_, dir) = self.open_root(&root, &path, false, true)?;
             if content.len() as u64 > MAX_FILE_BYTES {
@@ -223,6 +243,9 @@ impl Host for Broker {
         let request = json!({ "root": root, "path": path });
         if let Some(e) = self.out_of_receipts() {
             return Err(e);
+        }
+        if let Err(e) = self.root_approved(&root).await {
+            return Err(self.refuse("list", request, e));
         }
         let listed = (|| {
             let (_, dir) = self.open_root(&root, &path, true, false)?;

@@ -121,6 +121,13 @@ impl McpChannel {
 }
 
 impl ClientChannel for McpChannel {
+    fn answerer(&self) -> String {
+        match self.peer.peer_info() {
+            Some(info) => format!("the user of MCP client {:?}", info.client_info.name),
+            None => "the MCP client".into(),
+        }
+    }
+
     fn log_level(&self) -> Option<LogLevel> {
         self.level
     }
