@@ -159,9 +159,14 @@ pub struct Approval {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     Approved(Approval),
-    Denied { by: String, reason: String },
+    Denied {
+        by: String,
+        reason: String,
+    },
     /// No one can answer (no terminal, a client without elicitation).
-    Unavailable { reason: String },
+    Unavailable {
+        reason: String,
+    },
 }
 
 /// The embedder's approver: shows the request to a person and returns their answer.
@@ -312,10 +317,7 @@ impl CallApprovals {
         let request = ApprovalRequest::new(&self.context, scope.clone(), self.context.timeout);
         let started = Instant::now();
         let asked = self.ask(request.clone());
-        let answer = match tokio::time::timeout(wait, asked).await {
-            Ok(a) => Some(a),
-            Err(_) => None,
-        };
+        let answer = tokio::time::timeout(wait, asked).await.ok();
         let waited_ms = started.elapsed().as_millis() as u64;
         let tool = self.context.tool.clone();
         let scope_text = scope.to_string();
@@ -428,13 +430,19 @@ fn check(request: &ApprovalRequest, approval: &Approval) -> Result<(), String> {
         ));
     }
     if request.expires.is_some_and(|e| Instant::now() > e) {
-        return Err(format!("it came after the request expired at {}", request.expires_at));
+        return Err(format!(
+            "it came after the request expired at {}",
+            request.expires_at
+        ));
     }
     Ok(())
 }
 
 /// Ask the call's client with an elicitation form of one boolean.
-fn elicit_approval(client: Arc<dyn ClientChannel>, request: ApprovalRequest) -> BoxFuture<'static, Answer> {
+fn elicit_approval(
+    client: Arc<dyn ClientChannel>,
+    request: ApprovalRequest,
+) -> BoxFuture<'static, Answer> {
     let form = ElicitRequest {
         message: request.prompt(),
         schema: json!({
@@ -460,7 +468,9 @@ fn elicit_approval(client: Arc<dyn ClientChannel>, request: ApprovalRequest) -> 
                 {
                     request.approve(by)
                 }
-                (ElicitAction::Accept, _) => request.deny(by, "the form was answered without approving"),
+                (ElicitAction::Accept, _) => {
+                    request.deny(by, "the form was answered without approving")
+                }
                 (ElicitAction::Decline, _) => request.deny(by, "declined"),
                 (ElicitAction::Cancel, _) => request.deny(by, "cancelled"),
             },
@@ -512,8 +522,8 @@ impl Approver for NoTerminal {
     fn decide(&self, _request: ApprovalRequest) -> BoxFuture<'static, Answer> {
         Box::pin(async {
             Answer::Unavailable {
-                reason: "standard input is not a terminal, so no one can be asked; run `vak call` \
-                         at a terminal or approve through an embedder's approver"
+                reason: "standard input is not a terminal; run `vak call` at a terminal, \
+                         or approve through an embedder's approver"
                     .into(),
             }
         })
@@ -542,23 +552,40 @@ mod tests {
 
     #[test]
     fn an_approval_holds_only_for_its_own_request() {
-        let a = ApprovalRequest::new(&context("{\"x\":1}"), ApprovalScope::Call, Duration::from_secs(5));
+        let a = ApprovalRequest::new(
+            &context("{\"x\":1}"),
+            ApprovalScope::Call,
+            Duration::from_secs(5),
+        );
         let Answer::Approved(yes) = a.approve("bob") else {
             panic!("approve makes an approval")
         };
         assert_eq!(check(&a, &yes), Ok(()));
         // The same call asked again is a new request: the old yes is spent.
-        let again = ApprovalRequest::new(&context("{\"x\":1}"), ApprovalScope::Call, Duration::from_secs(5));
+        let again = ApprovalRequest::new(
+            &context("{\"x\":1}"),
+            ApprovalScope::Call,
+            Duration::from_secs(5),
+        );
         assert_eq!(again.binding, a.binding);
         assert!(check(&again, &yes).unwrap_err().contains("spent"));
         // Other arguments: another binding.
-        let other = ApprovalRequest::new(&context("{\"x\":2}"), ApprovalScope::Call, Duration::from_secs(5));
+        let other = ApprovalRequest::new(
+            &context("{\"x\":2}"),
+            ApprovalScope::Call,
+            Duration::from_secs(5),
+        );
         assert!(check(&other, &yes).unwrap_err().contains("another call"));
         // Another scope of the same call: another binding.
-        let root = ApprovalRequest::new(&context("{\"x\":1}"), ApprovalScope::Root("docs".into()), Duration::from_secs(5));
+        let root = ApprovalRequest::new(
+            &context("{\"x\":1}"),
+            ApprovalScope::Root("docs".into()),
+            Duration::from_secs(5),
+        );
         assert_ne!(root.binding, a.binding);
         // Expired.
-        let short = ApprovalRequest::new(&context("{\"x\":1}"), ApprovalScope::Call, Duration::ZERO);
+        let short =
+            ApprovalRequest::new(&context("{\"x\":1}"), ApprovalScope::Call, Duration::ZERO);
         let Answer::Approved(late) = short.approve("bob") else {
             panic!("approve makes an approval")
         };

@@ -952,4 +952,39 @@ query = "key"
         );
         assert!(g.covers(Capability::Clock, &["*".into()]).is_err());
     }
+
+    #[test]
+    fn ask_marks_a_tool_a_root_or_an_origin_and_must_name_a_granted_origin() {
+        let p = Policy::parse(
+            "[tools.f]\nask = true\napproval_timeout_ms = 5000\n\
+             capabilities.http = { origins = [\"https://a.example\", \"https://b.example/api/\"], ask = [\"https://b.example/api/\"] }\n\
+             capabilities.workspace = { roots = [{ name = \"w\", path = \"/srv/w\", mode = \"read-write\", ask = true }] }\n",
+            "t",
+        )
+        .unwrap();
+        let g = p.grant("f").unwrap();
+        assert!(g.ask && g.approval_timeout_ms == 5000);
+        assert!(g.root("w").unwrap().ask);
+        let http = g.http().unwrap();
+        let url = |u: &str| url::Url::parse(u).unwrap();
+        assert_eq!(
+            http.asks_for(&url("https://b.example/api/x")),
+            Some("https://b.example/api/")
+        );
+        assert_eq!(http.asks_for(&url("https://a.example/x")), None);
+        let default = Policy::parse("[tools.f]\n", "t").unwrap();
+        let g = default.grant("f").unwrap();
+        assert!(!g.ask && g.approval_timeout_ms == 120_000);
+        let err = Policy::parse(
+            "[tools.f]\ncapabilities.http = { origins = [\"https://a.example\"], ask = [\"https://c.example\"] }\n",
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("`http.ask` names \"https://c.example\""),
+            "{err}"
+        );
+        assert!(err.contains("line 1"), "{err}");
+    }
 }

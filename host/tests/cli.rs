@@ -398,3 +398,91 @@ fn a_secret_is_set_from_stdin_listed_by_name_and_refused_when_others_can_read_it
     assert_eq!(secret(&["rm", "api_key"], None).status.code(), Some(0));
     assert_eq!(secret(&["rm", "api_key"], None).status.code(), Some(3));
 }
+
+/// `vak call` of a tool marked `ask`: a prompt at a terminal (driven here through a
+/// pseudo-terminal by Python's `pty`), a typed refusal when standard input is not one.
+#[test]
+fn call_asks_at_a_terminal_and_refuses_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path();
+    let policy = cache.join("ask.toml");
+    std::fs::write(
+        &policy,
+        "[tools.clock]\nask = true\ncapabilities.clock = { zones = [\"*\"] }\n",
+    )
+    .unwrap();
+    let policy = policy.to_str().unwrap();
+    let args = [
+        "--policy",
+        policy,
+        "--no-journal",
+        "call",
+        "--json",
+        "clock",
+        r#"{"zone":"UTC"}"#,
+    ];
+    let piped = vak(cache, &args);
+    assert_eq!(piped.status.code(), Some(2));
+    let record: serde_json::Value = serde_json::from_slice(&piped.stdout).unwrap();
+    assert_eq!(record["error"]["kind"], "approval_required");
+    assert_eq!(record["error"]["stage"], "permission");
+    assert!(
+        record["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a terminal")
+    );
+
+    // At a terminal: the question on the terminal, `y` approves, `n` denies.
+    let script = r#"
+import os, pty, sys
+answer = sys.argv[1].encode()
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+out = b""
+while b"approve? [y/N]" not in out:
+    chunk = os.read(fd, 4096)
+    if not chunk:
+        break
+    out += chunk
+os.write(fd, answer + b"\n")
+try:
+    while True:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        out += chunk
+except OSError:
+    pass
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+sys.exit(os.waitstatus_to_exitcode(status))
+"#;
+    let at_terminal = |answer: &str| {
+        Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .arg(answer)
+            .arg(env!("CARGO_BIN_EXE_vak"))
+            .args(args)
+            .env("VAK_CACHE_DIR", cache)
+            .env_remove("RUST_LOG")
+            .output()
+    };
+    let Ok(yes) = at_terminal("y") else {
+        eprintln!("SKIPPED the terminal half: python3 is not installed");
+        return;
+    };
+    let text = stdout(&yes);
+    assert_eq!(yes.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("tool `clock` asks for approval of the call"),
+        "{text}"
+    );
+    assert!(text.contains(r#""decision": "approved""#), "{text}");
+    let no = at_terminal("n").unwrap();
+    let text = stdout(&no);
+    assert_eq!(no.status.code(), Some(2), "{text}");
+    assert!(text.contains(r#""kind": "approval_denied""#), "{text}");
+}

@@ -3,7 +3,9 @@
 Runs in both protocol eras (the 2025-11-25 `initialize` handshake, and the stateless 2026-07-28
 revision), lists the tools, calls every bundled tool with valid arguments and checks the
 structured results, then checks that bad arguments come back as `isError` with the schema's
-pointers and an unknown tool as a JSON-RPC error.
+pointers and an unknown tool as a JSON-RPC error. Last, a tool the policy marks `ask = true`:
+the client answers vak's elicitation (approve once, then decline), and a stateless request, which
+has no way to be asked, is refused as `approval_required`.
 
     python python_client.py VAK_BINARY
 
@@ -17,7 +19,7 @@ import tempfile
 import threading
 
 import anyio
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, types
 
 CHECKS = {"passed": 0, "failed": 0}
 
@@ -132,6 +134,39 @@ async def session(vak, policy, state, port, mode):
             check(f"{era} an unknown tool is a protocol error", "no_such_tool" in str(e), repr(e))
 
 
+async def approvals(vak, tmp):
+    policy = os.path.join(tmp, "approve.toml")
+    with open(policy, "w") as f:
+        f.write("[tools.stats]\nask = true\n")
+    params = StdioServerParameters(
+        command=vak,
+        args=["--policy", policy, "--state-dir", os.path.join(tmp, "state-approve"), "serve"],
+        env={k: v for k, v in os.environ.items() if k.startswith(("VAK_", "PATH", "HOME"))},
+    )
+    answers = ["accept", "decline"]
+    asked = []
+
+    async def on_elicit(context, request):
+        asked.append(getattr(request, "message", ""))
+        action = answers.pop(0) if answers else "decline"
+        if action == "accept":
+            return types.ElicitResult(action="accept", content={"approve": True})
+        return types.ElicitResult(action="decline")
+
+    args = {"values": [1, 2, 3]}
+    async with Client(params, mode="legacy", elicitation_callback=on_elicit) as c:
+        yes = await c.call_tool("stats", args)
+        check("[approval] approved through elicitation completes", yes.is_error is False, text_of(yes)[:300])
+        check("[approval] the person was asked once", len(asked) == 1, asked)
+        check("[approval] the question names the tool and arguments", "`stats`" in asked[0] and '"values"' in asked[0], asked[:1])
+        no = await c.call_tool("stats", args)
+        check("[approval] the same call is asked again", len(asked) == 2, asked)
+        check("[approval] declined is refused at permission", no.is_error is True and "approval_denied" in text_of(no) and "permission" in text_of(no), text_of(no)[:300])
+    async with Client(params, mode="2026-07-28") as c:
+        r = await c.call_tool("stats", args)
+        check("[approval] a stateless request is refused as approval_required", r.is_error is True and "approval_required" in text_of(r), text_of(r)[:300])
+
+
 async def main():
     vak = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
@@ -141,6 +176,7 @@ async def main():
                 f.write("the colour is red\n")
             state = os.path.join(tmp, f"state-{mode}")
             await session(vak, policy, state, port, mode)
+        await approvals(vak, tmp)
     print(f"{CHECKS['passed']} passed, {CHECKS['failed']} failed")
     sys.exit(1 if CHECKS["failed"] else 0)
 

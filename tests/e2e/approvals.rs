@@ -66,12 +66,17 @@ impl Approver for Scripted {
     }
 }
 
-async fn host(policy: &str, approver: Option<Arc<Scripted>>) -> (vak_host::Host, tempfile::TempDir) {
+async fn host(
+    policy: &str,
+    approver: Option<Arc<Scripted>>,
+) -> (vak_host::Host, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let policy = Policy::parse(policy, "test policy").expect("test policy parses");
     let mut builder = HostBuilder::new()
         .policy(policy)
-        .cache_dir(Some(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("approvals-cache")))
+        .cache_dir(Some(
+            std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("approvals-cache"),
+        ))
         .component("clock", bundled("clock"))
         .component("replace", bundled("replace"));
     if let Some(a) = approver {
@@ -103,9 +108,20 @@ async fn a_tool_marked_ask_runs_once_per_yes_and_is_refused_at_permission_otherw
     assert_eq!(entry.by.as_deref(), Some("carol"));
     assert_eq!(entry.request["scope"]["kind"], "call");
     assert_eq!(entry.request["principal"], "alice");
-    assert_eq!(entry.request["arguments_sha256"], r.arguments_digest.as_str());
-    let permission = r.stages.iter().find(|s| s.stage == Stage::Permission).unwrap();
-    assert!(permission.note.contains("approved by carol"), "{}", permission.note);
+    assert_eq!(
+        entry.request["arguments_sha256"],
+        r.arguments_digest.as_str()
+    );
+    let permission = r
+        .stages
+        .iter()
+        .find(|s| s.stage == Stage::Permission)
+        .unwrap();
+    assert!(
+        permission.note.contains("approved by carol"),
+        "{}",
+        permission.note
+    );
 
     // The same call again is asked again: a yes is spent by its call.
     let again = session.call(paris()).await;
@@ -113,23 +129,34 @@ async fn a_tool_marked_ask_runs_once_per_yes_and_is_refused_at_permission_otherw
     assert_eq!(person.asked.load(Ordering::SeqCst), 2);
     let seen = person.seen.lock().unwrap().clone();
     assert_ne!(seen[0].id, seen[1].id);
-    assert_eq!(seen[0].binding, seen[1].binding, "same tool, arguments, grant and principal");
+    assert_eq!(
+        seen[0].binding, seen[1].binding,
+        "same tool, arguments, grant and principal"
+    );
 
     // Denied: refused at permission, nothing dispatched.
     person.then(Act::Deny);
     let r = session.call(paris()).await;
     assert_eq!(r.status, Status::Refused);
     let e = r.error.as_ref().unwrap();
-    assert_eq!((e.stage, e.kind.as_str(), e.retryable), (Stage::Permission, "approval_denied", false));
+    assert_eq!(
+        (e.stage, e.kind.as_str(), e.retryable),
+        (Stage::Permission, "approval_denied", false)
+    );
     assert!(e.message.contains("not today"), "{}", e.message);
     assert!(r.receipts.is_empty() && r.usage.fuel == 0);
     assert_eq!(r.approvals[0].decision, "denied");
 
     // The first yes replayed for changed arguments, and for the same arguments: both refused.
     person.then(Act::Replay);
-    let tokyo = session.call(Proposal::new("clock", r#"{"zone":"Asia/Tokyo"}"#)).await;
+    let tokyo = session
+        .call(Proposal::new("clock", r#"{"zone":"Asia/Tokyo"}"#))
+        .await;
     let e = tokyo.error.as_ref().unwrap();
-    assert_eq!((e.stage, e.kind.as_str()), (Stage::Permission, "approval_invalid"));
+    assert_eq!(
+        (e.stage, e.kind.as_str()),
+        (Stage::Permission, "approval_invalid")
+    );
     assert!(e.message.contains("another call"), "{}", e.message);
     let same = session.call(paris()).await;
     let e = same.error.as_ref().unwrap();
@@ -141,7 +168,10 @@ async fn a_tool_marked_ask_runs_once_per_yes_and_is_refused_at_permission_otherw
     person.then(Act::Silent);
     let r = session.call(paris()).await;
     let e = r.error.as_ref().unwrap();
-    assert_eq!((e.stage, e.kind.as_str(), e.retryable), (Stage::Permission, "approval_timeout", true));
+    assert_eq!(
+        (e.stage, e.kind.as_str(), e.retryable),
+        (Stage::Permission, "approval_timeout", true)
+    );
     assert_eq!(r.approvals[0].decision, "timeout");
     assert!(r.approvals[0].waited_ms >= 300);
 }
@@ -151,7 +181,10 @@ async fn with_no_one_to_ask_a_call_is_refused_as_approval_required() {
     let (host, _dir) = host(CLOCK_ASKS, None).await;
     let r = host.call(Proposal::new("clock", r#"{"zone":"UTC"}"#)).await;
     let e = r.error.as_ref().unwrap();
-    assert_eq!((e.stage, e.kind.as_str(), e.retryable), (Stage::Permission, "approval_required", false));
+    assert_eq!(
+        (e.stage, e.kind.as_str(), e.retryable),
+        (Stage::Permission, "approval_required", false)
+    );
     assert_eq!(e.details["binding"], r.approvals[0].request["binding"]);
     assert_eq!(r.approvals[0].decision, "unavailable");
 }
@@ -178,9 +211,15 @@ async fn a_root_marked_ask_waits_at_its_first_use_and_a_denial_ends_the_call_at_
     assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
     assert_eq!(person.asked.load(Ordering::SeqCst), 1);
     assert_eq!(r.approvals.len(), 1);
-    assert_eq!(r.approvals[0].request["scope"], serde_json::json!({"kind": "root", "name": "project"}));
+    assert_eq!(
+        r.approvals[0].request["scope"],
+        serde_json::json!({"kind": "root", "name": "project"})
+    );
     assert!(r.receipts.len() >= 2);
-    assert_eq!(std::fs::read_to_string(files.path().join("a.txt")).unwrap(), "bye bye\n");
+    assert_eq!(
+        std::fs::read_to_string(files.path().join("a.txt")).unwrap(),
+        "bye bye\n"
+    );
 
     // Denied at the first read: nothing written, a receipt of the refusal, refused at permission.
     std::fs::write(files.path().join("a.txt"), "hello hello\n").unwrap();
@@ -188,9 +227,15 @@ async fn a_root_marked_ask_waits_at_its_first_use_and_a_denial_ends_the_call_at_
     let r = host.call(edit()).await;
     assert_eq!(r.status, Status::Refused, "{}", r.to_json_pretty());
     let e = r.error.as_ref().unwrap();
-    assert_eq!((e.stage, e.kind.as_str()), (Stage::Permission, "approval_denied"));
+    assert_eq!(
+        (e.stage, e.kind.as_str()),
+        (Stage::Permission, "approval_denied")
+    );
     assert_eq!(r.receipts.len(), 1);
     assert!(!r.receipts[0].ok);
-    assert_eq!(std::fs::read_to_string(files.path().join("a.txt")).unwrap(), "hello hello\n");
+    assert_eq!(
+        std::fs::read_to_string(files.path().join("a.txt")).unwrap(),
+        "hello hello\n"
+    );
     assert!(r.usage.fuel > 0, "the guest ran up to the refused use");
 }

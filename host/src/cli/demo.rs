@@ -24,6 +24,7 @@ pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
         vak_host::Revocations::in_memory(),
         None,
         None,
+        None,
     )
     .await
     {
@@ -90,6 +91,7 @@ pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
         cache_dir,
         no_cache,
         vak_host::Revocations::in_memory(),
+        None,
         None,
         None,
     )

@@ -422,6 +422,8 @@ fn open_revocations(state: Option<&PathBuf>) -> Result<Revocations, String> {
 }
 
 /// The host the global options describe.
+// One argument per global option the commands share; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn build_host(
     tools: Option<&PathBuf>,
     policy: Option<Policy>,
@@ -430,6 +432,7 @@ pub(crate) async fn build_host(
     revocations: Revocations,
     key: Option<vak_host::signing::HostKey>,
     journal: Option<vak_host::journal::Journal>,
+    approver: Option<std::sync::Arc<dyn vak_host::approval::Approver>>,
 ) -> Result<Host, String> {
     let mut builder = HostBuilder::new()
         .policy(policy.unwrap_or_else(Policy::default_policy))
@@ -439,6 +442,9 @@ pub(crate) async fn build_host(
     }
     if let Some(journal) = journal {
         builder = builder.journal(std::sync::Arc::new(journal));
+    }
+    if let Some(approver) = approver {
+        builder = builder.approver(approver);
     }
     if no_cache {
         builder = builder.cache_dir(None);
@@ -672,6 +678,20 @@ async fn run(cli: Cli) -> ExitCode {
             Err(e) => return usage_error(e),
         }
     };
+    // `vak call` asks the person at the terminal for approvals (a call whose proposal comes on
+    // stdin cannot); `vak serve` asks the MCP client instead.
+    let approver: Option<std::sync::Arc<dyn vak_host::approval::Approver>> = match &cli.command {
+        Command::Call { proposal, .. } => {
+            if std::io::IsTerminal::is_terminal(&std::io::stdin())
+                && proposal.as_deref() != Some("-")
+            {
+                Some(std::sync::Arc::new(vak_host::approval::TerminalApprover))
+            } else {
+                Some(std::sync::Arc::new(vak_host::approval::NoTerminal))
+            }
+        }
+        _ => None,
+    };
     let host = match build_host(
         cli.tools.as_ref(),
         policy,
@@ -680,6 +700,7 @@ async fn run(cli: Cli) -> ExitCode {
         revocations,
         key,
         journal,
+        approver,
     )
     .await
     {
