@@ -199,6 +199,10 @@ pub enum ApprovalError {
         scope: String,
         waited_ms: u64,
     },
+    #[error(
+        "the call was cancelled by its caller while it waited for approval of {scope} of `{tool}`"
+    )]
+    Cancelled { tool: String, scope: String },
     #[error("the approval offered for {scope} of `{tool}` does not hold: {reason}")]
     Invalid {
         tool: String,
@@ -217,14 +221,19 @@ impl crate::stage::StageError for ApprovalError {
             ApprovalError::Required { .. } => "approval_required",
             ApprovalError::Denied { .. } => "approval_denied",
             ApprovalError::Timeout { .. } => "approval_timeout",
+            ApprovalError::Cancelled { .. } => "cancelled",
             ApprovalError::Invalid { .. } => "approval_invalid",
         }
     }
 
-    /// The same call asks again, and a person who was away may answer this time; a denial, a
-    /// call no one can approve and a bad answer stay as they are.
+    /// The same call asks again, and a person who was away may answer this time (a call its
+    /// caller cancelled was stopped for no fault of its own); a denial, a call no one can
+    /// approve and a bad answer stay as they are.
     fn retryable(&self) -> bool {
-        matches!(self, ApprovalError::Timeout { .. })
+        matches!(
+            self,
+            ApprovalError::Timeout { .. } | ApprovalError::Cancelled { .. }
+        )
     }
 
     fn details(&self) -> serde_json::Value {
@@ -275,9 +284,9 @@ pub(crate) struct CallApprovals {
     approver: Option<Arc<dyn Approver>>,
     client: Option<Arc<dyn ClientChannel>>,
     approved: Mutex<Vec<ApprovalScope>>,
-    pub entries: Arc<Mutex<Vec<ApprovalEntry>>>,
+    entries: Mutex<Vec<ApprovalEntry>>,
     /// The first refusal, which ends the call at `permission` whatever the guest does after.
-    pub refusal: Arc<Mutex<Option<ApprovalError>>>,
+    refusal: Mutex<Option<ApprovalError>>,
     /// Cancelled on a refusal during dispatch, to stop the guest at once.
     pub stop: tokio_util::sync::CancellationToken,
 }
@@ -294,8 +303,8 @@ impl CallApprovals {
             approver,
             client,
             approved: Mutex::new(Vec::new()),
-            entries: Arc::default(),
-            refusal: Arc::default(),
+            entries: Mutex::default(),
+            refusal: Mutex::default(),
             stop,
         }
     }
@@ -317,11 +326,24 @@ impl CallApprovals {
         let request = ApprovalRequest::new(&self.context, scope.clone(), self.context.timeout);
         let started = Instant::now();
         let asked = self.ask(request.clone());
-        let answer = tokio::time::timeout(wait, asked).await.ok();
+        // The caller's cancellation (a child of it is `stop`) ends the wait too.
+        let (answer, cancelled) = tokio::select! {
+            a = tokio::time::timeout(wait, asked) => (a.ok(), false),
+            () = self.stop.cancelled() => (None, true),
+        };
         let waited_ms = started.elapsed().as_millis() as u64;
         let tool = self.context.tool.clone();
         let scope_text = scope.to_string();
         let (decision, by, reason, result) = match answer {
+            None if cancelled => (
+                "cancelled",
+                None,
+                Some("the caller cancelled the call".into()),
+                Err(ApprovalError::Cancelled {
+                    tool,
+                    scope: scope_text,
+                }),
+            ),
             None => (
                 "timeout",
                 None,
@@ -388,6 +410,16 @@ impl CallApprovals {
                 Err(e)
             }
         }
+    }
+
+    /// Every question asked so far and its answer, for the record.
+    pub(crate) fn entries(&self) -> Vec<ApprovalEntry> {
+        lock(&self.entries).clone()
+    }
+
+    /// The refusal that ends the call at `permission`, if an approval was refused.
+    pub(crate) fn refusal(&self) -> Option<ApprovalError> {
+        lock(&self.refusal).clone()
     }
 
     /// Who answered the approvals granted so far (for the stage note).

@@ -574,47 +574,47 @@ impl Host {
             Verdict::Refused { .. } => Vec::new(),
         };
         record.granted = granted.clone();
-        // Approvals: the whole call now when the tool is `ask`; scopes at their first use.
-        // Cancelling `stop` (a refused approval during dispatch) stops the guest at once.
-        let stop = cancel.child_token();
-        let approvals = Arc::new(crate::approval::CallApprovals::new(
-            crate::approval::CallContext {
-                call_id: record.call_id.clone(),
-                tool: tool.name().to_string(),
-                principal: session.principal.clone(),
-                arguments: proposal.arguments.clone(),
-                arguments_sha256: record.arguments_digest.clone(),
-                grant_sha256: crate::digest::sha256_hex(format!("{:?}", tool.grant).as_bytes()),
-                timeout: std::time::Duration::from_millis(tool.grant.approval_timeout_ms),
-            },
-            self.inner.approver.clone(),
-            client.clone(),
-            stop.clone(),
-        ));
-        let approvals_entries = approvals.entries.clone();
-        if tool.grant.ask {
-            let asked = tokio::select! {
-                asked = approvals.require(
+        // Approvals: the whole call now when the tool is `ask`; scopes at their first use. Only
+        // a grant that asks anything pays for this. Cancelling `stop` (a refused approval during
+        // dispatch) stops the guest at once.
+        let asks = tool.grant.asks();
+        let stop = if asks {
+            cancel.child_token()
+        } else {
+            cancel.clone()
+        };
+        let approvals = asks.then(|| {
+            Arc::new(crate::approval::CallApprovals::new(
+                crate::approval::CallContext {
+                    call_id: record.call_id.clone(),
+                    tool: tool.name().to_string(),
+                    principal: session.principal.clone(),
+                    arguments: proposal.arguments.clone(),
+                    arguments_sha256: record.arguments_digest.clone(),
+                    grant_sha256: crate::digest::sha256_hex(format!("{:?}", tool.grant).as_bytes()),
+                    timeout: std::time::Duration::from_millis(tool.grant.approval_timeout_ms),
+                },
+                self.inner.approver.clone(),
+                client.clone(),
+                stop.clone(),
+            ))
+        });
+        if let Some(approvals) = approvals.as_ref().filter(|_| tool.grant.ask) {
+            let asked = approvals
+                .require(
                     crate::approval::ApprovalScope::Call,
                     std::time::Duration::from_millis(tool.grant.approval_timeout_ms),
-                ) => asked,
-                () = cancel.cancelled() => {
-                    record.approvals = approvals_entries.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                    let e = crate::DispatchError::Cancelled;
-                    let mut error = CallError::from(&e);
-                    error.stage = Stage::Permission;
-                    return record.stop(error, t.elapsed());
-                }
-            };
-            record.approvals = approvals_entries
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
+                )
+                .await;
+            record.approvals = approvals.entries();
             if let Err(e) = asked {
                 return record.stop(CallError::from(&e), t.elapsed());
             }
         }
-        let approved_by = approvals.approvers();
+        let approved_by = approvals
+            .as_ref()
+            .map(|a| a.approvers())
+            .unwrap_or_default();
         record.passed(
             Stage::Permission,
             t.elapsed(),
@@ -675,8 +675,11 @@ impl Host {
                 cancel: stop.clone(),
                 client: client.clone(),
             })
-            .attended(client)
-            .approving(approvals.clone());
+            .attended(client);
+        let broker = match &approvals {
+            Some(a) => broker.approving(a.clone()),
+            None => broker,
+        };
         let mut report = self
             .inner
             .runtime
@@ -697,19 +700,13 @@ impl Host {
         // Child runs stay on record whatever happened to this call afterwards.
         record.children = std::mem::take(&mut *children.lock().unwrap_or_else(|p| p.into_inner()));
         record.logs = report.logs;
-        record.approvals = approvals_entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        if let Some(approvals) = &approvals {
+            record.approvals = approvals.entries();
+        }
         record.scrub(&scrubber);
         // A scope's approval refused during dispatch ends the call at `permission`, whatever
         // the guest did after it was told.
-        let refused = approvals
-            .refusal
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        if let Some(e) = refused {
+        if let Some(e) = approvals.as_ref().and_then(|a| a.refusal()) {
             return record.stop(CallError::from(&e), t.elapsed());
         }
         let returned = match report.outcome {

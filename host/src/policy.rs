@@ -355,6 +355,13 @@ impl ToolGrant {
         self.capabilities.contains_key(&capability)
     }
 
+    /// Whether anything of the grant waits for an approval: the tool, a root or an origin.
+    pub fn asks(&self) -> bool {
+        self.ask
+            || self.http().is_some_and(|h| !h.ask.is_empty())
+            || matches!(self.capabilities.get(&Capability::Workspace), Some(Scope::Roots(roots)) if roots.iter().any(|r| r.ask))
+    }
+
     /// Whether `principal` may call the tool.
     pub fn allows_principal(&self, principal: Option<&str>) -> bool {
         match &self.principals {

@@ -239,3 +239,30 @@ async fn a_root_marked_ask_waits_at_its_first_use_and_a_denial_ends_the_call_at_
     );
     assert!(r.usage.fuel > 0, "the guest ran up to the refused use");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_cancelled_while_it_waits_for_approval_ends_at_permission_as_cancelled() {
+    let person = Scripted::new();
+    person.then(Act::Silent);
+    let (host, _dir) = host(CLOCK_ASKS, Some(person.clone())).await;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let stopper = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        stopper.cancel();
+    });
+    let r = host
+        .session(None)
+        .call_cancellable(Proposal::new("clock", r#"{"zone":"UTC"}"#), cancel)
+        .await;
+    let e = r.error.as_ref().unwrap();
+    assert_eq!(
+        (e.stage, e.kind.as_str(), e.retryable),
+        (Stage::Permission, "cancelled", true)
+    );
+    assert_eq!(r.approvals[0].decision, "cancelled");
+    assert!(
+        r.approvals[0].waited_ms < 300,
+        "the wait ended with the call, not at the timeout"
+    );
+}
