@@ -60,7 +60,11 @@ pub mod http {
     use super::CapabilityError;
     use crate::bindings::vak::tool::http as wit;
 
-    pub use wit::{Header, Request, Response};
+    pub use wit::{CredentialInfo, Header, Request, Response};
+
+    /// The header that names a credential alias in a request. The host removes it and injects
+    /// the value (never visible to the tool) only for an origin of the alias's audience.
+    pub const CREDENTIAL_HEADER: &str = "vak-credential";
 
     /// GET `url`. The response carries the body's SHA-256 and the receipt id; cite it as `cited`
     /// evidence with that digest.
@@ -76,6 +80,25 @@ pub mod http {
     /// Any request (GET, HEAD, POST, PUT, PATCH, DELETE).
     pub fn fetch(request: &Request) -> Result<Response, CapabilityError> {
         wit::fetch(request).map_err(CapabilityError::from)
+    }
+
+    /// The credential `alias`, if the policy grants it to this tool: its audience and whether
+    /// the host holds a value for it. Never the value itself.
+    pub fn credential(alias: &str) -> Result<Option<CredentialInfo>, CapabilityError> {
+        wit::credential(alias).map_err(CapabilityError::from)
+    }
+
+    /// GET `url` with the credential `alias` injected by the host.
+    pub fn get_with_credential(url: &str, alias: &str) -> Result<Response, CapabilityError> {
+        fetch(&Request {
+            method: "GET".into(),
+            url: url.into(),
+            headers: vec![Header {
+                name: CREDENTIAL_HEADER.into(),
+                value: alias.into(),
+            }],
+            body: None,
+        })
     }
 }
 

@@ -18,11 +18,14 @@ use wasmtime::component::types::ComponentItem;
 
 /// The WIT package version this host implements, and the versions of it that it accepts.
 pub const WIT_PACKAGE: &str = "vak:tool";
-pub const WIT_VERSION: &str = "0.2.0";
-/// Accepted: the same major.minor (0.2.x), which the component model treats as compatible.
-/// 0.1.x is refused: 0.2.0 added attachments to `tool-result`, so a 0.1 binary returns a
-/// different type.
-pub const WIT_ACCEPTS: &str = "0.2.x";
+pub const WIT_VERSION: &str = "0.2.1";
+/// Accepted: 0.2.0 up to this host's own patch. The component model links a 0.2.0 import to the
+/// host's 0.2.1 definition (an addition is compatible); a newer patch may import what this host
+/// lacks, so it is refused here with a clear reason rather than at link time. 0.1.x is refused:
+/// 0.2.0 added attachments to `tool-result`, so a 0.1 binary returns a different type.
+pub const WIT_ACCEPTS: &str = "0.2.0 to 0.2.1";
+/// The highest `0.2.z` patch accepted (this host's own).
+const WIT_MAX_PATCH: u32 = 1;
 
 /// The limits the host gives a tool's `describe` at admission.
 const DESCRIBE_LIMITS: Limits = Limits {
@@ -234,7 +237,8 @@ fn summary(name: &str, class: &ImportClass) -> String {
 fn version_accepted(version: &str) -> bool {
     version
         .strip_prefix("0.2.")
-        .is_some_and(|patch| patch.parse::<u32>().is_ok())
+        .and_then(|patch| patch.parse::<u32>().ok())
+        .is_some_and(|patch| patch <= WIT_MAX_PATCH)
 }
 
 impl Runtime {
@@ -567,9 +571,12 @@ mod tests {
     }
 
     #[test]
-    fn only_0_2_x_is_accepted() {
+    fn only_0_2_0_to_this_hosts_patch_is_accepted() {
+        assert_eq!(WIT_VERSION, format!("0.2.{WIT_MAX_PATCH}"));
         assert!(version_accepted("0.2.0"));
-        assert!(version_accepted("0.2.7"));
+        assert!(version_accepted("0.2.1"));
+        assert!(!version_accepted("0.2.2"));
+        assert!(!version_accepted("0.2.x"));
         assert!(!version_accepted("0.1.0"));
         assert!(!version_accepted("0.3.0"));
         assert!(!version_accepted("1.0.0"));

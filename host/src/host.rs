@@ -500,8 +500,24 @@ impl Host {
             record.depth = cap.parent_depth + 1;
             cap
         });
-        self.run(session, &proposal, &mut record, cap, &cancel, client)
-            .await;
+        // Filled by `run` once the tool is known: every secret value its grant could use.
+        let mut scrub = Arc::new(crate::secrets::Scrubber::none());
+        self.run(
+            session,
+            &proposal,
+            &mut record,
+            cap,
+            Caller {
+                cancel: &cancel,
+                client,
+                scrub: &mut scrub,
+            },
+        )
+        .await;
+        // Whatever stage the call ended at, the record keeps no secret value: not in the
+        // arguments a model pasted it into, not in an approval's question (the digests stay
+        // those of the text as proposed).
+        record.scrub(&scrub);
         if matches!(record.status, Status::ToolError | Status::Failed) {
             record.outcome = serde_json::json!({ "label": "failed", "payload_passed": false, "requirements": [] });
         }
@@ -536,9 +552,13 @@ impl Host {
         proposal: &Proposal,
         record: &mut CallRecord,
         cap: Option<ChildCap>,
-        cancel: &CancellationToken,
-        client: Option<Arc<dyn crate::capabilities::client::ClientChannel>>,
+        caller: Caller<'_>,
     ) {
+        let Caller {
+            cancel,
+            client,
+            scrub,
+        } = caller;
         // proposal → one neutral call of a known tool
         let t = Instant::now();
         let admitted = match self.proposal_stage(proposal) {
@@ -551,6 +571,10 @@ impl Host {
         };
         let (admitted, arguments) = admitted;
         let arguments = serde_json::Value::Object(arguments);
+        *scrub = Arc::new(crate::secrets::scrubber_for(
+            self.inner.secrets.as_deref(),
+            &admitted.grant,
+        ));
 
         // schema contract
         let t = Instant::now();
@@ -589,7 +613,8 @@ impl Host {
                     call_id: record.call_id.clone(),
                     tool: tool.name().to_string(),
                     principal: session.principal.clone(),
-                    arguments: proposal.arguments.clone(),
+                    // The person reads the arguments with any secret value redacted.
+                    arguments: scrub.redact(&proposal.arguments).0,
                     arguments_sha256: record.arguments_digest.clone(),
                     grant_sha256: crate::digest::sha256_hex(format!("{:?}", tool.grant).as_bytes()),
                     timeout: std::time::Duration::from_millis(tool.grant.approval_timeout_ms),
@@ -661,10 +686,10 @@ impl Host {
         let t = Instant::now();
         let children = Arc::new(std::sync::Mutex::new(Vec::new()));
         // What the tool passes out is scrubbed of every secret it could have been handed.
-        let scrubber = crate::secrets::scrubber_for(self.inner.secrets.as_deref(), &tool.grant);
+        let scrubber = scrub.clone();
         let broker = Broker::new(record.call_id.clone(), Some(tool.grant.clone()))
             .watching(self.inner.revocations.clone(), session.principal.clone())
-            .keyed(self.inner.secrets.clone())
+            .keyed(self.inner.secrets.clone(), scrubber.clone())
             .linked(ChildLink {
                 host: self.clone(),
                 session: session.clone(),
@@ -837,4 +862,12 @@ impl Host {
         let arguments = proposal::parse_arguments(&proposal.arguments)?;
         Ok((admitted, arguments))
     }
+}
+
+/// Who a call runs for, as `run` needs it: the caller's cancellation, the client that can
+/// answer, and where `run` leaves the call's scrubber once the tool is known.
+struct Caller<'a> {
+    cancel: &'a CancellationToken,
+    client: Option<Arc<dyn crate::capabilities::client::ClientChannel>>,
+    scrub: &'a mut Arc<crate::secrets::Scrubber>,
 }

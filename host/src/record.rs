@@ -279,6 +279,12 @@ impl CallRecord {
                 }
                 note(place, n);
             };
+        if let Some(a) = &mut self.arguments {
+            note("arguments", scrubber.redact_json(a));
+        }
+        for a in &mut self.approvals {
+            note("approvals", scrubber.redact_json(&mut a.request));
+        }
         for line in &mut self.logs.lines {
             text("logs", &mut line.message, &mut note);
         }

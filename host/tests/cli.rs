@@ -78,7 +78,7 @@ fn inspect_and_tools_show_imports_claims_and_verdicts() {
     let o = vak(cache.path(), &["inspect", "clock"]);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let text = stdout(&o);
-    assert!(text.contains("vak:tool/clock@0.2.0"), "{text}");
+    assert!(text.contains("vak:tool/clock@0.2.1"), "{text}");
     assert!(text.contains("admitted"), "{text}");
 
     let o = vak(cache.path(), &["inspect", "stats", "--json"]);

@@ -289,3 +289,106 @@ async fn log_lines_reach_the_client_at_its_level_and_always_the_record() {
     assert!(quiet.logs.lock().unwrap().is_empty());
     assert_eq!(record.logs.lines.len(), 3);
 }
+
+/// One secret, `api_key`, from the embedder's own source.
+struct Keys;
+
+impl vak_host::secrets::SecretSource for Keys {
+    fn get(
+        &self,
+        name: &str,
+    ) -> Result<Option<vak_host::secrets::SecretValue>, vak_host::secrets::SecretError> {
+        Ok((name == "api_key").then(|| vak_host::secrets::SecretValue::new("k3y-0f-th3-h0st")))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secret_the_tool_holds_reaches_the_client_redacted_in_logs_prompts_and_forms() {
+    // Each tool's grant binds `api_key`; the model pasted its value into the arguments (the
+    // way a tool can hold a value the host never gave it).
+    let credential =
+        r#"credentials.k = { secret = "api_key", audience = ["https://api.example"] }"#;
+    let policy = format!(
+        r#"
+[tools.hostile.capabilities]
+clock = {{ zones = ["UTC"] }}
+log = {{}}
+http = {{ origins = ["https://api.example"], {credential} }}
+[tools.test_sampling.capabilities]
+client = {{ requests = ["sampling"] }}
+http = {{ origins = ["https://api.example"], {credential} }}
+[tools.test_elicitation.capabilities]
+client = {{ requests = ["elicitation"] }}
+http = {{ origins = ["https://api.example"], {credential} }}
+"#
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let host = vak_host::HostBuilder::new()
+        .policy(vak_host::Policy::parse(&policy, "test").unwrap())
+        .cache_dir(Some(cache.path().to_path_buf()))
+        .secrets(Arc::new(Keys))
+        .component("hostile", guest(guests::HOSTILE))
+        .component("sampling", guest(guests::CONF_SAMPLING))
+        .component("elicitation", guest(guests::CONF_ELICITATION))
+        .build()
+        .await
+        .unwrap();
+    for name in ["hostile", "test_sampling", "test_elicitation"] {
+        assert!(host.tool(name).is_some(), "{:#?}", host.examinations());
+    }
+    let forms = vak_host::secrets::encodings("k3y-0f-th3-h0st");
+    let fake = Arc::new(Fake {
+        level: Some(LogLevel::Debug),
+        sample_reply: Some(Ok(SampleReply {
+            text: "ok".into(),
+            model: "m-1".into(),
+            stop_reason: None,
+        })),
+        elicit_reply: Some(Ok(ElicitReply {
+            action: ElicitAction::Decline,
+            content: None,
+        })),
+        ..Fake::default()
+    });
+    for (i, form) in forms.iter().enumerate() {
+        let said = format!("the key is {form}!");
+        let calls = [
+            ("hostile", json!({ "mode": "log-text", "text": said })),
+            ("test_sampling", json!({ "prompt": said })),
+            ("test_elicitation", json!({ "message": said })),
+        ];
+        for (tool, args) in calls {
+            let record = call(&host, tool, args, Some(fake.clone())).await;
+            assert_eq!(
+                record.status,
+                Status::Completed,
+                "{}",
+                record.to_json_pretty()
+            );
+            let json = record.to_json_pretty();
+            assert!(!json.contains(form.as_str()), "{form} in {json}");
+        }
+        // Refused at the schema stage, before any tool ran: the record still keeps no value.
+        let record = call(
+            &host,
+            "hostile",
+            json!({ "mode": "log-text", "text": said, "n": "not a number" }),
+            None,
+        )
+        .await;
+        assert_eq!(record.status, Status::Refused);
+        let json = record.to_json_pretty();
+        assert!(!json.contains(form.as_str()), "{form} in {json}");
+        assert!(
+            record.redacted.iter().any(|r| r == "arguments: 1"),
+            "{:?}",
+            record.redacted
+        );
+        let logs = fake.logs.lock().unwrap();
+        assert_eq!(logs[i].1, "the key is [redacted]!", "{form}");
+        let samples = fake.samples.lock().unwrap();
+        assert_eq!(samples[i].messages[0].1, "the key is [redacted]!", "{form}");
+        let asked = fake.forms.lock().unwrap();
+        assert_eq!(asked[i].message, "the key is [redacted]!", "{form}");
+    }
+}

@@ -341,6 +341,20 @@ audience = ["http://127.0.0.1:{p}"]
         async move { host.call(Proposal::new("fetcher", args)).await }
     };
 
+    // The tool may ask which aliases it has, their audience and whether the host holds a
+    // value: never the value.
+    let r = call(r#"{"url":"","ask_credentials":["weather","unheld","other"]}"#.to_string()).await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    assert_eq!(
+        r.result.as_ref().unwrap().markdown,
+        format!(
+            "weather: audience http://127.0.0.1:{p} held true\n\
+             unheld: audience http://127.0.0.1:{p} held false\n\
+             other: none"
+        )
+    );
+    assert!(r.receipts.is_empty(), "a query is not an effect");
+
     // To the audience: injected as `Authorization: Bearer …` (the server echoes what it got).
     let r = call(format!(
         r#"{{"url":"http://127.0.0.1:{p}/echo-auth","credential":"weather"}}"#

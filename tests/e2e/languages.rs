@@ -146,7 +146,7 @@ async fn a_javascript_tool_runs_through_the_whole_lifecycle() {
     assert!(
         exam.imports
             .iter()
-            .any(|i| i.name == "vak:tool/clock@0.2.0")
+            .any(|i| i.name == "vak:tool/clock@0.2.1")
     );
 
     assert_clock_calls(&host, "js_clock").await;
@@ -188,7 +188,7 @@ async fn a_python_tool_runs_through_the_whole_lifecycle() {
         names.iter().all(|n| n.starts_with("vak:tool/")),
         "{names:?}"
     );
-    assert!(names.contains(&"vak:tool/clock@0.2.0"), "{names:?}");
+    assert!(names.contains(&"vak:tool/clock@0.2.1"), "{names:?}");
 
     assert_clock_calls(&host, "py_clock").await;
 }

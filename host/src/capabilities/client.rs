@@ -427,21 +427,31 @@ impl Host for Broker {
         if let Some(e) = self.out_of_receipts() {
             return Err(e);
         }
+        // A secret the tool got hold of is not sent to the client's model.
+        let mut redacted = 0;
+        let mut clean = |text: String| {
+            let (out, n) = self.scrub.redact(&text);
+            redacted += n.replaced;
+            if n.replaced > 0 { out } else { text }
+        };
         let request = SampleRequest {
             messages: request
                 .messages
                 .into_iter()
-                .map(|m| (m.role, m.text))
+                .map(|m| (m.role, clean(m.text)))
                 .collect(),
-            system_prompt: request.system_prompt,
+            system_prompt: request.system_prompt.map(&mut clean),
             max_tokens: request.max_tokens,
         };
         let answer = self.sample_inner(&request).await;
-        let recorded = json!({
+        let mut recorded = json!({
             "messages": request.messages.iter().map(|(role, text)| json!({ "role": role, "text": text })).collect::<Vec<_>>(),
             "system_prompt": request.system_prompt,
             "max_tokens": request.max_tokens,
         });
+        if redacted > 0 {
+            recorded["redacted"] = json!(redacted);
+        }
         let outcome = answer
             .as_ref()
             .map(|a| json!({ "text": a.text, "model": a.model, "stop_reason": a.stop_reason }))
@@ -464,11 +474,18 @@ impl Host for Broker {
         if let Some(e) = self.out_of_receipts() {
             return Err(e);
         }
+        // Nor shown to the person in a form.
+        let (message, in_message) = self.scrub.redact(&message);
+        let (schema, in_schema) = self.scrub.redact(&schema);
         let answer = self.elicit_inner(&message, &schema).await;
-        let recorded = json!({
+        let mut recorded = json!({
             "message": message,
             "schema": serde_json::from_str::<Value>(&schema).unwrap_or(Value::String(schema.clone())),
         });
+        let redacted = in_message.replaced + in_schema.replaced;
+        if redacted > 0 {
+            recorded["redacted"] = json!(redacted);
+        }
         let action = |a: ElicitAction| match a {
             ElicitAction::Accept => "accept",
             ElicitAction::Decline => "decline",

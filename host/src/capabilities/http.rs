@@ -14,7 +14,7 @@
 //! Every hop leaves a receipt (refusals too); the final one's digest is the SHA-256 of the body.
 
 use super::{Broker, Capability, Refusal};
-use crate::dispatch::bindings::vak::tool::http::{Header, Host, Request, Response};
+use crate::dispatch::bindings::vak::tool::http::{CredentialInfo, Header, Host, Request, Response};
 use crate::dispatch::bindings::vak::tool::types::CapabilityError;
 use crate::policy::{Credential, HttpScope, Injection};
 use crate::secrets::SecretValue;
@@ -388,23 +388,24 @@ fn named_credential<'a>(
     Ok(Some(credential))
 }
 
-impl Broker {
-    /// The values of every credential this call's grant binds (those this host holds).
-    fn all_secret_values(&self) -> Vec<SecretValue> {
-        self.grant
-            .as_ref()
-            .and_then(|g| g.http())
-            .map(|h| {
-                h.credentials
-                    .values()
-                    .filter_map(|c| self.secret_value(c).ok())
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-}
-
 impl Host for Broker {
+    /// What the grant says about `alias`: never the value. Not an effect, so no receipt; it
+    /// reveals nothing the tool's own policy does not already give it.
+    async fn credential(
+        &mut self,
+        alias: String,
+    ) -> Result<Option<CredentialInfo>, CapabilityError> {
+        let scope = self.http_scope()?;
+        let Some(credential) = scope.credentials.get(alias.trim()) else {
+            return Ok(None);
+        };
+        Ok(Some(CredentialInfo {
+            alias: credential.alias.clone(),
+            audience: credential.audience.iter().map(|o| o.text.clone()).collect(),
+            held: self.secret_value(credential).is_ok(),
+        }))
+    }
+
     async fn fetch(&mut self, request: Request) -> Result<Response, CapabilityError> {
         let mut url_text = request.url.clone();
         let mut method = request.method.clone();
@@ -537,8 +538,7 @@ impl Host for Broker {
                     // The guest never sees a secret in what came back (a server echoing its
                     // key): the body and headers are redacted. The receipt's digest stays
                     // the SHA-256 of the body as the server sent it.
-                    let echo = self.all_secret_values();
-                    let scrub = crate::secrets::Scrubber::new(&echo);
+                    let scrub = &self.scrub;
                     if scrub.active() {
                         for h in &mut response.headers {
                             h.value = scrub.redact(&h.value).0;

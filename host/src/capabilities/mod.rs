@@ -203,6 +203,10 @@ pub struct Broker {
     pub(crate) secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
     /// The call's approvals, for scopes the policy marks `ask` (`None` at admission).
     pub(crate) approvals: Option<Arc<crate::approval::CallApprovals>>,
+    /// Every secret value this call could use, in its common encodings: what the guest sends
+    /// out through the host to its client (log lines, sampling, forms) and what it is given
+    /// back from a fetch is redacted with it.
+    pub(crate) scrub: Arc<crate::secrets::Scrubber>,
 }
 
 /// Why the broker refused a request before carrying it out.
@@ -226,6 +230,7 @@ impl Broker {
             client: None,
             secrets: None,
             approvals: None,
+            scrub: Arc::new(crate::secrets::Scrubber::none()),
         }
     }
 
@@ -254,8 +259,14 @@ impl Broker {
     }
 
     /// The same broker, injecting credentials from `secrets`.
-    pub(crate) fn keyed(mut self, secrets: Option<Arc<dyn crate::secrets::SecretSource>>) -> Self {
+    /// The same broker, resolving credentials from `secrets` and redacting with `scrub`.
+    pub(crate) fn keyed(
+        mut self,
+        secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
+        scrub: Arc<crate::secrets::Scrubber>,
+    ) -> Self {
         self.secrets = secrets;
+        self.scrub = scrub;
         self
     }
 

@@ -56,7 +56,7 @@ export const tool = {
       inputSchema: JSON.stringify(INPUT_SCHEMA),
       payloadSchemas: [],
       // No capability is claimed and wit/world.wit imports none. To read the clock, import
-      // vak:tool/clock@0.2.0 in the world and claim { name: "clock", scopes: ["UTC"] }.
+      // vak:tool/clock@0.2.1 in the world and claim { name: "clock", scopes: ["UTC"] }.
       claims: { capabilities: [], budget: {} },
     };
   },

@@ -78,7 +78,7 @@ pub enum AuthoringError {
     },
     #[error("the build failed ({0}'s messages are above)")]
     BuildFailed(&'static str),
-    #[error("{0} declares no `world NAME {{ ... }}`; a tool's world exports vak:tool/tool@0.2.0")]
+    #[error("{0} declares no `world NAME {{ ... }}`; a tool's world exports vak:tool/tool@0.2.1")]
     NoWorld(PathBuf),
     #[error("the build produced no .wasm component (is the crate type `cdylib`?)")]
     NoArtifact,
@@ -147,11 +147,11 @@ fn wit_files(world: &str) -> Vec<(&'static str, String)> {
     let own = format!(
         r#"// The world this tool is built against. It names only what the tool uses: the toolchain
 // imports every interface of the world, so a capability listed here and not claimed would
-// be refused at admission. To read the clock, add `import vak:tool/clock@0.2.0;`.
+// be refused at admission. To read the clock, add `import vak:tool/clock@0.2.1;`.
 package local:{world};
 
 world {world} {{
-    export vak:tool/tool@0.2.0;
+    export vak:tool/tool@0.2.1;
 }}
 "#
     );
@@ -317,7 +317,7 @@ mod tests {
             if lang != Lang::Rust {
                 assert_eq!(declared_world(&made).unwrap(), world_name(name));
                 let wit = std::fs::read_to_string(made.join("wit/deps/vak-tool/vak-tool.wit"));
-                assert!(wit.unwrap().contains("package vak:tool@0.2.0;"));
+                assert!(wit.unwrap().contains("package vak:tool@0.2.1;"));
             }
         }
         assert!(matches!(

@@ -46,7 +46,7 @@ class Tool(exports.Tool):
             input_schema=json.dumps(INPUT_SCHEMA),
             payload_schemas=[],
             # No capability is claimed and wit/world.wit imports none, so the host links
-            # nothing into the instance. To read the clock, import vak:tool/clock@0.2.0 in the
+            # nothing into the instance. To read the clock, import vak:tool/clock@0.2.1 in the
             # world and claim types.CapabilityClaim(name="clock", scopes=["UTC"]).
             claims=types.Claims(
                 capabilities=[],

@@ -17,6 +17,9 @@ pub struct Args {
     /// Fetch again and again until refused.
     #[serde(default)]
     pub repeat: bool,
+    /// Fetch nothing: ask the host about these credential aliases and report what it said.
+    #[serde(default)]
+    pub ask_credentials: Vec<String>,
 }
 
 pub struct Fetcher;
@@ -31,6 +34,22 @@ impl Tool for Fetcher {
     }
 
     fn call(args: Args) -> Result<Output, ToolError> {
+        if !args.ask_credentials.is_empty() {
+            let mut lines = Vec::new();
+            for alias in &args.ask_credentials {
+                lines.push(match http::credential(alias) {
+                    Ok(Some(info)) => format!(
+                        "{}: audience {} held {}",
+                        info.alias,
+                        info.audience.join(","),
+                        info.held
+                    ),
+                    Ok(None) => format!("{alias}: none"),
+                    Err(e) => format!("{alias}: error {e}"),
+                });
+            }
+            return Ok(Output::markdown(lines.join("\n")));
+        }
         let mut headers = Vec::new();
         if let Some(a) = &args.authorization {
             headers.push(http::Header {

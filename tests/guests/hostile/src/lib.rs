@@ -13,6 +13,9 @@ pub struct Args {
     /// A receipt id from elsewhere (an earlier call), for the `evidence` mode.
     #[serde(default)]
     pub receipt: Option<String>,
+    /// A line for the `log-text` mode to log.
+    #[serde(default)]
+    pub text: String,
 }
 
 pub struct Hostile;
@@ -81,6 +84,10 @@ impl Tool for Hostile {
                     println!("{line}");
                 }
                 Ok(Output::markdown("flooded"))
+            }
+            "log-text" => {
+                log::info(&args.text);
+                Ok(Output::markdown("logged"))
             }
             "log-flood" => {
                 for i in 0..args.n {
