@@ -87,19 +87,6 @@ pub mod http {
     pub fn credential(alias: &str) -> Result<Option<CredentialInfo>, CapabilityError> {
         wit::credential(alias).map_err(CapabilityError::from)
     }
-
-    /// GET `url` with the credential `alias` injected by the host.
-    pub fn get_with_credential(url: &str, alias: &str) -> Result<Response, CapabilityError> {
-        fetch(&Request {
-            method: "GET".into(),
-            url: url.into(),
-            headers: vec![Header {
-                name: CREDENTIAL_HEADER.into(),
-                value: alias.into(),
-            }],
-            body: None,
-        })
-    }
 }
 
 /// Child runs: call another admitted tool through the host's whole lifecycle.

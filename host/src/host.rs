@@ -516,8 +516,8 @@ impl Host {
         .await;
         // Whatever stage the call ended at, the record keeps no secret value: not in the
         // arguments a model pasted it into, not in an approval's question (the digests stay
-        // those of the text as proposed).
-        record.scrub(&scrub);
+        // those of the text as proposed). What the tool produced was scrubbed in `run`.
+        record.scrub_inputs(&scrub);
         if matches!(record.status, Status::ToolError | Status::Failed) {
             record.outcome = serde_json::json!({ "label": "failed", "payload_passed": false, "requirements": [] });
         }
@@ -685,11 +685,9 @@ impl Host {
         // brokered dispatch
         let t = Instant::now();
         let children = Arc::new(std::sync::Mutex::new(Vec::new()));
-        // What the tool passes out is scrubbed of every secret it could have been handed.
-        let scrubber = scrub.clone();
         let broker = Broker::new(record.call_id.clone(), Some(tool.grant.clone()))
             .watching(self.inner.revocations.clone(), session.principal.clone())
-            .keyed(self.inner.secrets.clone(), scrubber.clone())
+            .keyed(self.inner.secrets.clone(), scrub.clone())
             .linked(ChildLink {
                 host: self.clone(),
                 session: session.clone(),
@@ -728,7 +726,7 @@ impl Host {
         if let Some(approvals) = &approvals {
             record.approvals = approvals.entries();
         }
-        record.scrub(&scrubber);
+        record.scrub(scrub);
         // A scope's approval refused during dispatch ends the call at `permission`, whatever
         // the guest did after it was told.
         if let Some(e) = approvals.as_ref().and_then(|a| a.refusal()) {
@@ -747,7 +745,7 @@ impl Host {
             GuestReturn::ToolError(e) => {
                 let (kept, error) = result::tool_error(e);
                 record.tool_error = Some(kept);
-                record.scrub(&scrubber);
+                record.scrub(scrub);
                 record.stop(CallError::from(&error), t.elapsed());
                 record.status = Status::ToolError;
                 return;
@@ -773,7 +771,7 @@ impl Host {
                     payload.as_ref(),
                 );
                 record.result = Some(r);
-                record.scrub(&scrubber);
+                record.scrub(scrub);
                 record.passed(Stage::Result, t.elapsed(), String::new());
             }
             Err(e) => return record.stop(CallError::from(&e), t.elapsed()),

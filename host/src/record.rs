@@ -259,7 +259,26 @@ impl CallRecord {
         }
     }
 
-    /// Note that `stage` passed, with how long it took.
+    /// Scrub what came in (the arguments a model may have pasted a value into, and the
+    /// approval questions that quote them) of the secrets `scrubber` knows, noting where. Once,
+    /// when the call has ended, whatever stage it ended at.
+    pub(crate) fn scrub_inputs(&mut self, scrubber: &crate::secrets::Scrubber) {
+        if !scrubber.active() {
+            return;
+        }
+        let mut noted = |place: &str, n: crate::secrets::Scrubbed| {
+            if n.replaced > 0 {
+                self.redacted.push(format!("{place}: {}", n.replaced));
+            }
+        };
+        if let Some(a) = &mut self.arguments {
+            noted("arguments", scrubber.redact_json(a));
+        }
+        for a in &mut self.approvals {
+            noted("approvals", scrubber.redact_json(&mut a.request));
+        }
+    }
+
     /// Scrub every text the tool produced (logs, output, its error, its result) of the secrets
     /// `scrubber` knows, noting where.
     pub(crate) fn scrub(&mut self, scrubber: &crate::secrets::Scrubber) {
@@ -279,12 +298,6 @@ impl CallRecord {
                 }
                 note(place, n);
             };
-        if let Some(a) = &mut self.arguments {
-            note("arguments", scrubber.redact_json(a));
-        }
-        for a in &mut self.approvals {
-            note("approvals", scrubber.redact_json(&mut a.request));
-        }
         for line in &mut self.logs.lines {
             text("logs", &mut line.message, &mut note);
         }

@@ -290,18 +290,6 @@ async fn log_lines_reach_the_client_at_its_level_and_always_the_record() {
     assert_eq!(record.logs.lines.len(), 3);
 }
 
-/// One secret, `api_key`, from the embedder's own source.
-struct Keys;
-
-impl vak_host::secrets::SecretSource for Keys {
-    fn get(
-        &self,
-        name: &str,
-    ) -> Result<Option<vak_host::secrets::SecretValue>, vak_host::secrets::SecretError> {
-        Ok((name == "api_key").then(|| vak_host::secrets::SecretValue::new("k3y-0f-th3-h0st")))
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_secret_the_tool_holds_reaches_the_client_redacted_in_logs_prompts_and_forms() {
     // Each tool's grant binds `api_key`; the model pasted its value into the arguments (the
@@ -326,7 +314,10 @@ http = {{ origins = ["https://api.example"], {credential} }}
     let host = vak_host::HostBuilder::new()
         .policy(vak_host::Policy::parse(&policy, "test").unwrap())
         .cache_dir(Some(cache.path().to_path_buf()))
-        .secrets(Arc::new(Keys))
+        .secrets(Arc::new(vak_tests::OneSecret {
+            name: "api_key",
+            value: "k3y 0f/th3 h0st????",
+        }))
         .component("hostile", guest(guests::HOSTILE))
         .component("sampling", guest(guests::CONF_SAMPLING))
         .component("elicitation", guest(guests::CONF_ELICITATION))
@@ -336,7 +327,10 @@ http = {{ origins = ["https://api.example"], {credential} }}
     for name in ["hostile", "test_sampling", "test_elicitation"] {
         assert!(host.tool(name).is_some(), "{:#?}", host.examinations());
     }
-    let forms = vak_host::secrets::encodings("k3y-0f-th3-h0st");
+    // A value whose 11 encodings are all different: spaces, `/` and `?` to escape, base64
+    // with padding and with `+` and `/`.
+    let forms = vak_host::secrets::encodings("k3y 0f/th3 h0st????");
+    assert_eq!(forms.len(), 11, "{forms:?}");
     let fake = Arc::new(Fake {
         level: Some(LogLevel::Debug),
         sample_reply: Some(Ok(SampleReply {

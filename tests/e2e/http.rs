@@ -297,18 +297,6 @@ async fn no_request_leaves_after_a_revocation() {
     assert!(r.receipts.last().unwrap().outcome["revoked"].is_string());
 }
 
-/// The embedder's own secret source: one secret, `weather_key`.
-struct OneSecret;
-
-impl vak_host::secrets::SecretSource for OneSecret {
-    fn get(
-        &self,
-        name: &str,
-    ) -> Result<Option<vak_host::secrets::SecretValue>, vak_host::secrets::SecretError> {
-        Ok((name == "weather_key").then(|| vak_host::secrets::SecretValue::new("s3cr3t-v4lue")))
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_credential_reaches_its_audience_and_no_other_origin() {
     let server = serve();
@@ -330,7 +318,10 @@ audience = ["http://127.0.0.1:{p}"]
     let host = HostBuilder::new()
         .policy(Policy::parse(&policy, "test").unwrap())
         .cache_dir(Some(cache.path().to_path_buf()))
-        .secrets(Arc::new(OneSecret))
+        .secrets(Arc::new(vak_tests::OneSecret {
+            name: "weather_key",
+            value: "s3cr3t-v4lue",
+        }))
         .component("fetcher", guest(guests::FETCHER))
         .build()
         .await

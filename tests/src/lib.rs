@@ -9,6 +9,21 @@ pub mod guests {
 use vak_host::{Host, HostBuilder, Policy};
 
 /// The bytes of a guest component.
+/// An embedder's own secret source holding one secret: `name` with `value`.
+pub struct OneSecret {
+    pub name: &'static str,
+    pub value: &'static str,
+}
+
+impl vak_host::secrets::SecretSource for OneSecret {
+    fn get(
+        &self,
+        name: &str,
+    ) -> Result<Option<vak_host::secrets::SecretValue>, vak_host::secrets::SecretError> {
+        Ok((name == self.name).then(|| vak_host::secrets::SecretValue::new(self.value)))
+    }
+}
+
 pub fn guest(path: &str) -> Vec<u8> {
     std::fs::read(path).unwrap_or_else(|e| panic!("read guest {path}: {e}"))
 }

@@ -432,7 +432,7 @@ impl Host for Broker {
         let mut clean = |text: String| {
             let (out, n) = self.scrub.redact(&text);
             redacted += n.replaced;
-            if n.replaced > 0 { out } else { text }
+            out
         };
         let request = SampleRequest {
             messages: request

@@ -258,7 +258,6 @@ impl Broker {
             .map_err(|e| CapabilityError::Denied(e.to_string()))
     }
 
-    /// The same broker, injecting credentials from `secrets`.
     /// The same broker, resolving credentials from `secrets` and redacting with `scrub`.
     pub(crate) fn keyed(
         mut self,

@@ -59,7 +59,7 @@ impl Tool for Fetcher {
         }
         if let Some(c) = &args.credential {
             headers.push(http::Header {
-                name: "vak-credential".into(),
+                name: http::CREDENTIAL_HEADER.into(),
                 value: c.clone(),
             });
         }
