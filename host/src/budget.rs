@@ -2,6 +2,10 @@
 //! the policy caps, what the engine can give, and what the session has left. Admission reserves
 //! the admitted limits in the session's ledger, so concurrent calls of one session cannot overrun
 //! it; after the call the reservation is replaced by what the call really used.
+//!
+//! A ledger lives in this process ([`Ledger::memory`]) or in the shared store of several nodes
+//! (`store::postgres`), where the reservation is one conditional update in the database and the
+//! charge is committed with the call's journal entry.
 
 use crate::admission::BudgetClaim;
 use crate::policy::{Caps, SessionCaps};
@@ -61,7 +65,7 @@ pub fn admit(claim: &BudgetClaim, caps: &Caps, ceiling: &Limits) -> Limits {
 }
 
 /// What a session has used (or holds reserved).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Totals {
     pub calls: u64,
     pub fuel: u64,
@@ -70,14 +74,24 @@ pub struct Totals {
 }
 
 impl Totals {
-    fn add(&mut self, o: &Totals) {
+    /// What a reservation of one call with `limits` holds.
+    pub(crate) fn held_for(limits: &Limits) -> Totals {
+        Totals {
+            calls: 1,
+            fuel: limits.fuel,
+            wall_ms: limits.wall_time_ms,
+            result_bytes: limits.result_bytes,
+        }
+    }
+
+    pub(crate) fn add(&mut self, o: &Totals) {
         self.calls += o.calls;
         self.fuel = self.fuel.saturating_add(o.fuel);
         self.wall_ms = self.wall_ms.saturating_add(o.wall_ms);
         self.result_bytes = self.result_bytes.saturating_add(o.result_bytes);
     }
 
-    fn sub(&mut self, o: &Totals) {
+    pub(crate) fn sub(&mut self, o: &Totals) {
         self.calls = self.calls.saturating_sub(o.calls);
         self.fuel = self.fuel.saturating_sub(o.fuel);
         self.wall_ms = self.wall_ms.saturating_sub(o.wall_ms);
@@ -101,6 +115,10 @@ pub enum BudgetError {
         used: u64,
         reserved: u64,
     },
+    #[error("session `{session}` was opened on behalf of another principal")]
+    SessionPrincipal { session: String },
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
 }
 
 impl StageError for BudgetError {
@@ -113,7 +131,13 @@ impl StageError for BudgetError {
             BudgetError::SessionCalls { .. } => "session_calls_exhausted",
             BudgetError::ToolCalls { .. } => "tool_calls_exhausted",
             BudgetError::SessionExhausted { .. } => "session_budget_exhausted",
+            BudgetError::SessionPrincipal { .. } => "session_principal_mismatch",
+            BudgetError::Store(e) => e.kind(),
         }
+    }
+
+    fn retryable(&self) -> bool {
+        matches!(self, BudgetError::Store(e) if e.retryable())
     }
 
     fn details(&self) -> serde_json::Value {
@@ -128,22 +152,82 @@ impl StageError for BudgetError {
                 used,
                 reserved,
             } => json!({"resource": resource, "limit": limit, "used": used, "reserved": reserved}),
+            BudgetError::SessionPrincipal { session } => json!({"session": session}),
+            BudgetError::Store(_) => serde_json::Value::Null,
         }
     }
 }
 
 #[derive(Debug, Default)]
 struct LedgerState {
+    /// The principal the session was opened for: a call on behalf of another is refused.
+    principal: Option<String>,
     used: Totals,
     reserved: Totals,
     /// Calls per tool, reserved ones included.
     tool_calls: HashMap<String, u64>,
 }
 
-/// One session's ledger.
-#[derive(Debug, Clone, Default)]
+/// What one call asks of its session's ledger.
+#[derive(Debug, Clone)]
+pub struct Claim<'a> {
+    pub tool: &'a str,
+    pub principal: Option<&'a str>,
+    pub caps: &'a SessionCaps,
+    pub calls_per_session: Option<u64>,
+    pub limits: Limits,
+}
+
+impl Claim<'_> {
+    /// Whether any cap could refuse or lower this claim: without one, admission is certain and
+    /// only the charge afterwards matters.
+    pub fn capped(&self) -> bool {
+        let c = self.caps;
+        c.calls.is_some()
+            || c.fuel.is_some()
+            || c.wall_time_ms.is_some()
+            || c.result_bytes.is_some()
+            || self.calls_per_session.is_some()
+    }
+}
+
+/// One session's ledger: in this process, or in the shared store (where every node charges the
+/// same row, atomically in the database).
+#[derive(Clone)]
 pub struct Ledger {
-    state: Arc<Mutex<LedgerState>>,
+    kind: LedgerKind,
+}
+
+#[derive(Clone)]
+enum LedgerKind {
+    Memory(Arc<Mutex<LedgerState>>),
+    Shared(crate::store::postgres::SharedLedger),
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            LedgerKind::Memory(_) => f.write_str("Ledger(memory)"),
+            LedgerKind::Shared(s) => write!(f, "Ledger(shared {})", s.session),
+        }
+    }
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Ledger::memory(None)
+    }
+}
+
+/// A call's charge to a shared ledger, committed in the same database statement as the call's
+/// journal entry (one round trip for both): the reservation replaced by what was used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settlement {
+    pub session: String,
+    pub principal: Option<String>,
+    /// What the reservation held (zero when nothing was reserved: an uncapped session).
+    pub held: Totals,
+    pub used: Totals,
 }
 
 /// Limits reserved for one call; settled with what the call used (or, if the call is dropped
@@ -156,86 +240,124 @@ pub struct Reservation {
     settled: bool,
 }
 
+/// The admission arithmetic, on the figures of one ledger: the limits `claim` may have, or the
+/// refusal. The shared store runs the same steps in the database (`vak_reserve`, tested by the
+/// same suite).
+fn admit_claim(
+    st: &LedgerState,
+    claim: &Claim<'_>,
+    session: &str,
+) -> Result<(Limits, Totals), BudgetError> {
+    if st.principal.as_deref() != claim.principal {
+        return Err(BudgetError::SessionPrincipal {
+            session: session.to_string(),
+        });
+    }
+    let (caps, mut limits) = (claim.caps, claim.limits);
+    let (used, reserved) = (st.used, st.reserved);
+    if let Some(limit) = caps.calls
+        && used.calls + reserved.calls >= limit
+    {
+        return Err(BudgetError::SessionCalls {
+            limit,
+            used: used.calls + reserved.calls,
+        });
+    }
+    let tool_used = st.tool_calls.get(claim.tool).copied().unwrap_or(0);
+    if let Some(limit) = claim.calls_per_session
+        && tool_used >= limit
+    {
+        return Err(BudgetError::ToolCalls {
+            tool: claim.tool.to_string(),
+            limit,
+            used: tool_used,
+        });
+    }
+    let left = |resource: &'static str, limit: Option<u64>, used: u64, reserved: u64| match limit {
+        None => Ok(u64::MAX),
+        Some(limit) => match limit.checked_sub(used.saturating_add(reserved)) {
+            Some(left) if left > 0 => Ok(left),
+            _ => Err(BudgetError::SessionExhausted {
+                resource,
+                limit,
+                used,
+                reserved,
+            }),
+        },
+    };
+    limits.fuel = limits
+        .fuel
+        .min(left("fuel", caps.fuel, used.fuel, reserved.fuel)?);
+    limits.wall_time_ms = limits.wall_time_ms.min(left(
+        "wall_time_ms",
+        caps.wall_time_ms,
+        used.wall_ms,
+        reserved.wall_ms,
+    )?);
+    limits.result_bytes = limits.result_bytes.min(left(
+        "result_bytes",
+        caps.result_bytes,
+        used.result_bytes,
+        reserved.result_bytes,
+    )?);
+    Ok((limits, Totals::held_for(&limits)))
+}
+
 impl Ledger {
-    fn lock(&self) -> std::sync::MutexGuard<'_, LedgerState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    /// A ledger kept in this process, for a session opened on behalf of `principal`.
+    pub fn memory(principal: Option<&str>) -> Ledger {
+        Ledger {
+            kind: LedgerKind::Memory(Arc::new(Mutex::new(LedgerState {
+                principal: principal.map(str::to_string),
+                ..LedgerState::default()
+            }))),
+        }
+    }
+
+    /// A ledger kept in the shared store.
+    pub(crate) fn shared(ledger: crate::store::postgres::SharedLedger) -> Ledger {
+        Ledger {
+            kind: LedgerKind::Shared(ledger),
+        }
+    }
+
+    fn lock(state: &Mutex<LedgerState>) -> std::sync::MutexGuard<'_, LedgerState> {
+        state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// What the session has used so far (settled calls).
-    pub fn used(&self) -> Totals {
-        self.lock().used
+    pub async fn used(&self) -> Result<Totals, crate::store::StoreError> {
+        match &self.kind {
+            LedgerKind::Memory(state) => Ok(Self::lock(state).used),
+            LedgerKind::Shared(shared) => shared.used().await,
+        }
     }
 
-    /// Admit `limits` for a call of `tool` against the session caps and reserve them; the limits
-    /// may come back lower (what the session has left).
-    pub fn reserve(
+    /// Admit `claim` against the session caps and reserve its limits; the limits may come back
+    /// lower (what the session has left). Atomic: concurrent claims of one session (on any node
+    /// of a shared store) never overrun it.
+    pub async fn reserve(
         &self,
-        tool: &str,
-        caps: &SessionCaps,
-        calls_per_session: Option<u64>,
-        mut limits: Limits,
+        session: &str,
+        claim: &Claim<'_>,
     ) -> Result<(Limits, Reservation), BudgetError> {
-        let mut st = self.lock();
-        let (used, reserved) = (st.used, st.reserved);
-        if let Some(limit) = caps.calls
-            && used.calls + reserved.calls >= limit
-        {
-            return Err(BudgetError::SessionCalls {
-                limit,
-                used: used.calls + reserved.calls,
-            });
-        }
-        let tool_used = st.tool_calls.get(tool).copied().unwrap_or(0);
-        if let Some(limit) = calls_per_session
-            && tool_used >= limit
-        {
-            return Err(BudgetError::ToolCalls {
-                tool: tool.to_string(),
-                limit,
-                used: tool_used,
-            });
-        }
-        let left =
-            |resource: &'static str, limit: Option<u64>, used: u64, reserved: u64| match limit {
-                None => Ok(u64::MAX),
-                Some(limit) => match limit.checked_sub(used.saturating_add(reserved)) {
-                    Some(left) if left > 0 => Ok(left),
-                    _ => Err(BudgetError::SessionExhausted {
-                        resource,
-                        limit,
-                        used,
-                        reserved,
-                    }),
-                },
-            };
-        limits.fuel = limits
-            .fuel
-            .min(left("fuel", caps.fuel, used.fuel, reserved.fuel)?);
-        limits.wall_time_ms = limits.wall_time_ms.min(left(
-            "wall_time_ms",
-            caps.wall_time_ms,
-            used.wall_ms,
-            reserved.wall_ms,
-        )?);
-        limits.result_bytes = limits.result_bytes.min(left(
-            "result_bytes",
-            caps.result_bytes,
-            used.result_bytes,
-            reserved.result_bytes,
-        )?);
-        let held = Totals {
-            calls: 1,
-            fuel: limits.fuel,
-            wall_ms: limits.wall_time_ms,
-            result_bytes: limits.result_bytes,
+        let (limits, held) = match &self.kind {
+            LedgerKind::Memory(state) => {
+                let mut st = Self::lock(state);
+                let (limits, held) = admit_claim(&st, claim, session)?;
+                st.reserved.add(&held);
+                *st.tool_calls.entry(claim.tool.to_string()).or_insert(0) += 1;
+                (limits, held)
+            }
+            // Nothing caps the call: no round trip, only the charge (with the record).
+            LedgerKind::Shared(_) if !claim.capped() => (claim.limits, Totals::default()),
+            LedgerKind::Shared(shared) => shared.reserve(claim).await?,
         };
-        st.reserved.add(&held);
-        *st.tool_calls.entry(tool.to_string()).or_insert(0) += 1;
         Ok((
             limits,
             Reservation {
                 ledger: self.clone(),
-                tool: tool.to_string(),
+                tool: claim.tool.to_string(),
                 held,
                 settled: false,
             },
@@ -244,41 +366,62 @@ impl Ledger {
 }
 
 impl Reservation {
-    /// Replace the reservation with what the call used.
-    pub fn settle(mut self, usage: &Usage) {
+    /// Replace the reservation with what the call used. A ledger in this process is charged at
+    /// once; a shared one returns the charge, to be committed with the call's record.
+    pub fn settle(mut self, usage: &Usage) -> Option<Settlement> {
         let used = Totals {
             calls: 1,
             fuel: usage.fuel,
             wall_ms: usage.wall_ns.div_ceil(1_000_000),
             result_bytes: usage.result_bytes,
         };
-        self.finish(used);
+        self.settled = true;
+        match &self.ledger.kind {
+            LedgerKind::Memory(state) => {
+                let mut st = Ledger::lock(state);
+                st.reserved.sub(&self.held);
+                st.used.add(&used);
+                None
+            }
+            LedgerKind::Shared(shared) => Some(Settlement {
+                session: shared.session.clone(),
+                principal: shared.principal.clone(),
+                held: self.held,
+                used,
+            }),
+        }
     }
 
     /// Release the reservation of a call that never ran (its call is not counted).
     pub fn release(mut self) {
-        let mut st = self.ledger.lock();
-        st.reserved.sub(&self.held);
-        if let Some(n) = st.tool_calls.get_mut(&self.tool) {
-            *n = n.saturating_sub(1);
+        if let LedgerKind::Memory(state) = &self.ledger.kind {
+            let mut st = Ledger::lock(state);
+            st.reserved.sub(&self.held);
+            if let Some(n) = st.tool_calls.get_mut(&self.tool) {
+                *n = n.saturating_sub(1);
+            }
         }
-        self.settled = true;
-    }
-
-    fn finish(&mut self, used: Totals) {
-        let mut st = self.ledger.lock();
-        st.reserved.sub(&self.held);
-        st.used.add(&used);
         self.settled = true;
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        if !self.settled {
+        if self.settled {
+            return;
+        }
+        match &self.ledger.kind {
             // The call's future was dropped mid-call: charge everything it could have used.
-            let held = self.held;
-            self.finish(held);
+            LedgerKind::Memory(state) => {
+                let mut st = Ledger::lock(state);
+                st.reserved.sub(&self.held);
+                st.used.add(&self.held);
+            }
+            // The reservation stays held in the database: charged in full, as above.
+            LedgerKind::Shared(shared) => tracing::warn!(
+                session = %shared.session,
+                "a call ended without settling: its reservation stays charged in full"
+            ),
         }
     }
 }
@@ -287,59 +430,88 @@ impl Drop for Reservation {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_session_admits_exactly_its_calls_and_charges_what_was_used() {
+    fn claim<'a>(tool: &'a str, caps: &'a SessionCaps, per_tool: Option<u64>) -> Claim<'a> {
+        Claim {
+            tool,
+            principal: None,
+            caps,
+            calls_per_session: per_tool,
+            limits: HOST_DEFAULTS,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_session_admits_exactly_its_calls_and_charges_what_was_used() {
         let ledger = Ledger::default();
         let caps = SessionCaps {
             calls: Some(2),
             fuel: Some(1_000),
             ..SessionCaps::default()
         };
-        let limits = HOST_DEFAULTS;
-        let (l1, r1) = ledger.reserve("t", &caps, None, limits).unwrap();
+        let c = claim("t", &caps, None);
+        let (l1, r1) = ledger.reserve("s", &c).await.unwrap();
         assert_eq!(l1.fuel, 1_000, "limited by what the session has left");
         // While the first holds its reservation, nothing is left for a second.
-        let err = ledger.reserve("t", &caps, None, limits).unwrap_err();
+        let err = ledger.reserve("s", &c).await.unwrap_err();
         assert_eq!(err.kind(), "session_budget_exhausted");
-        r1.settle(&Usage {
-            fuel: 300,
-            ..Usage::default()
-        });
-        let (l2, r2) = ledger.reserve("t", &caps, None, limits).unwrap();
+        assert_eq!(
+            r1.settle(&Usage {
+                fuel: 300,
+                ..Usage::default()
+            }),
+            None,
+            "a ledger in memory is charged at once"
+        );
+        let (l2, r2) = ledger.reserve("s", &c).await.unwrap();
         assert_eq!(l2.fuel, 700);
         r2.settle(&Usage {
             fuel: 10,
             ..Usage::default()
         });
-        assert_eq!(ledger.used().calls, 2);
-        assert_eq!(ledger.used().fuel, 310);
+        let used = ledger.used().await.unwrap();
+        assert_eq!((used.calls, used.fuel), (2, 310));
         assert_eq!(
-            ledger.reserve("t", &caps, None, limits).unwrap_err(),
+            ledger.reserve("s", &c).await.unwrap_err(),
             BudgetError::SessionCalls { limit: 2, used: 2 }
+        );
+        let other = Claim {
+            principal: Some("mallory"),
+            ..c
+        };
+        assert_eq!(
+            ledger.reserve("s", &other).await.unwrap_err().kind(),
+            "session_principal_mismatch"
         );
     }
 
-    #[test]
-    fn per_tool_call_caps_and_dropped_reservations() {
+    #[tokio::test]
+    async fn per_tool_call_caps_and_dropped_reservations() {
         let ledger = Ledger::default();
         let caps = SessionCaps::default();
-        let (_, r) = ledger.reserve("a", &caps, Some(1), HOST_DEFAULTS).unwrap();
+        let (_, r) = ledger
+            .reserve("s", &claim("a", &caps, Some(1)))
+            .await
+            .unwrap();
         drop(r);
         assert_eq!(
-            ledger.used().fuel,
+            ledger.used().await.unwrap().fuel,
             HOST_DEFAULTS.fuel,
             "a dropped call is charged in full"
         );
         assert_eq!(
             ledger
-                .reserve("a", &caps, Some(1), HOST_DEFAULTS)
+                .reserve("s", &claim("a", &caps, Some(1)))
+                .await
                 .unwrap_err()
                 .kind(),
             "tool_calls_exhausted"
         );
-        let (_, r) = ledger.reserve("b", &caps, Some(1), HOST_DEFAULTS).unwrap();
+        let (_, r) = ledger
+            .reserve("s", &claim("b", &caps, Some(1)))
+            .await
+            .unwrap();
         r.release();
-        assert_eq!(ledger.used().calls, 1);
+        assert_eq!(ledger.used().await.unwrap().calls, 1);
     }
 
     #[test]

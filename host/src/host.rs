@@ -14,6 +14,7 @@ use crate::result;
 use crate::revocation::Revocations;
 use crate::signing::HostKey;
 use crate::stage::{CallError, Stage};
+use crate::store::Store;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,6 +32,10 @@ pub enum PermissionError {
     },
     #[error("the policy does not let principal `{principal}` call `{tool}`")]
     PrincipalNotAllowed { tool: String, principal: String },
+    /// This node cannot confirm that it knows every revocation (the shared store is out of
+    /// reach): it refuses rather than run a call that may have been revoked.
+    #[error(transparent)]
+    Store(crate::store::StoreError),
 }
 
 impl crate::stage::StageError for PermissionError {
@@ -42,8 +47,28 @@ impl crate::stage::StageError for PermissionError {
         match self {
             PermissionError::Revoked { .. } => "revoked",
             PermissionError::PrincipalNotAllowed { .. } => "principal_not_allowed",
+            PermissionError::Store(e) => e.kind(),
         }
     }
+
+    fn retryable(&self) -> bool {
+        matches!(self, PermissionError::Store(e) if e.retryable())
+    }
+}
+
+/// Why a named session cannot be opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a session id: 1 to 128 characters of letters, digits and `.`, `_`, `:`, `-`")]
+pub struct InvalidSessionId(pub String);
+
+/// The named sessions of a local store (a shared store keeps them in the database): the most
+/// this process remembers, the oldest forgotten first.
+const MAX_NAMED_SESSIONS: usize = 10_000;
+
+#[derive(Default)]
+struct NamedSessions {
+    ledgers: std::collections::HashMap<String, crate::budget::Ledger>,
+    order: std::collections::VecDeque<String>,
 }
 
 /// Why a host could not be built.
@@ -68,10 +93,9 @@ pub struct HostBuilder {
     settings: EngineSettings,
     policy: Policy,
     sources: Vec<(String, Vec<u8>)>,
-    revocations: Arc<Revocations>,
+    store: Store,
     key: Option<HostKey>,
     registry: crate::registry::Registry,
-    journal: Option<Arc<crate::journal::Journal>>,
     secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
     approver: Option<Arc<dyn crate::approval::Approver>>,
 }
@@ -90,10 +114,9 @@ impl HostBuilder {
             settings: EngineSettings::default(),
             policy: Policy::deny_all(),
             sources: Vec::new(),
-            revocations: Arc::new(Revocations::in_memory()),
+            store: Store::default(),
             key: None,
             registry: crate::registry::Registry::builtin(),
-            journal: None,
             secrets: crate::secrets::FileSecrets::default_path()
                 .ok()
                 .map(|p| Arc::new(crate::secrets::FileSecrets::new(p)) as _),
@@ -127,9 +150,21 @@ impl HostBuilder {
         Ok(self)
     }
 
-    /// Append every record to `journal`, committed before the call returns.
+    /// Append every record to `journal`, committed before the call returns (a local store;
+    /// replaces a shared one).
     pub fn journal(mut self, journal: Arc<crate::journal::Journal>) -> Self {
-        self.journal = Some(journal);
+        let revocations = self.store.revocations().clone();
+        self.store = Store::Local(crate::store::Local {
+            journal: Some(journal),
+            revocations,
+        });
+        self
+    }
+
+    /// Keep the journal, the revocations and the session ledgers in `store` (for a shared
+    /// store: with every other node of it).
+    pub fn store(mut self, store: Store) -> Self {
+        self.store = store;
         self
     }
 
@@ -139,9 +174,17 @@ impl HostBuilder {
         self
     }
 
-    /// Where revocations are kept (default: in memory only).
+    /// Where revocations are kept (default: in memory only; a local store, replacing a
+    /// shared one).
     pub fn revocations(mut self, revocations: Arc<Revocations>) -> Self {
-        self.revocations = revocations;
+        let journal = match &self.store {
+            Store::Local(l) => l.journal.clone(),
+            Store::Postgres(_) => None,
+        };
+        self.store = Store::Local(crate::store::Local {
+            journal,
+            revocations,
+        });
         self
     }
 
@@ -237,10 +280,10 @@ impl HostBuilder {
                 policy: self.policy,
                 tools,
                 examinations,
-                revocations: self.revocations,
+                store: self.store,
+                named: std::sync::Mutex::default(),
                 key,
                 registry: self.registry,
-                journal: self.journal,
                 secrets: self.secrets,
                 approver: self.approver,
             }),
@@ -253,10 +296,10 @@ struct Inner {
     policy: Policy,
     tools: BTreeMap<String, Arc<AdmittedTool>>,
     examinations: Vec<Examination>,
-    revocations: Arc<Revocations>,
+    store: Store,
+    named: std::sync::Mutex<NamedSessions>,
     key: HostKey,
     registry: crate::registry::Registry,
-    journal: Option<Arc<crate::journal::Journal>>,
     secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
     approver: Option<Arc<dyn crate::approval::Approver>>,
 }
@@ -278,7 +321,7 @@ struct Inner {
 ///     let record = session.call(proposal).await;
 ///     println!("{} {}", record.call_id, record.status.as_str());
 /// }
-/// println!("used so far: {:?}", session.used());
+/// println!("used so far: {:?}", session.used().await);
 /// # }
 /// ```
 #[derive(Clone)]
@@ -295,9 +338,19 @@ impl Session {
         &self.id
     }
 
-    /// What the session has used so far.
-    pub fn used(&self) -> crate::budget::Totals {
-        self.ledger.used()
+    /// The host the session belongs to.
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    /// On whose behalf the session's calls are made.
+    pub fn principal(&self) -> Option<&str> {
+        self.principal.as_deref()
+    }
+
+    /// What the session has used so far (on a shared store: on every node).
+    pub async fn used(&self) -> Result<crate::budget::Totals, crate::store::StoreError> {
+        self.ledger.used().await
     }
 
     /// Run one proposal through the whole lifecycle, charged to this session.
@@ -446,17 +499,68 @@ impl Host {
 
     /// The revocations in force; [`Revocations::revoke`] applies to new and running calls.
     pub fn revocations(&self) -> &Arc<Revocations> {
-        &self.inner.revocations
+        self.inner.store.revocations()
     }
 
-    /// Open a session on behalf of `principal`, with the policy's session caps.
+    /// Where the journal, the revocations and the ledgers are kept.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// Open a new session on behalf of `principal`, with the policy's session caps. Its ledger
+    /// lives in this process (nothing else can name it); a budget shared by several requests or
+    /// nodes is a named session ([`Host::session_named`]).
     pub fn session(&self, principal: Option<&str>) -> Session {
         Session {
+            ledger: Ledger::memory(principal),
             host: self.clone(),
             id: format!("session_{}", uuid::Uuid::now_v7().simple()),
             principal: principal.map(str::to_string),
-            ledger: Ledger::default(),
         }
+    }
+
+    /// The session named `id` (opened on first use): calls that name it share one budget, on
+    /// every node of a shared store. It belongs to the principal it was opened for; a call on
+    /// behalf of another is refused at `budget`. A local store remembers the last
+    /// 10,000 named sessions.
+    pub fn session_named(
+        &self,
+        id: &str,
+        principal: Option<&str>,
+    ) -> Result<Session, InvalidSessionId> {
+        let valid = (1..=128).contains(&id.len())
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b));
+        if !valid {
+            return Err(InvalidSessionId(id.chars().take(160).collect()));
+        }
+        let ledger = match &self.inner.store {
+            Store::Postgres(p) => p.ledger(id, principal),
+            Store::Local(_) => {
+                let mut named = self.inner.named.lock().unwrap_or_else(|p| p.into_inner());
+                match named.ledgers.get(id) {
+                    Some(l) => l.clone(),
+                    None => {
+                        if named.order.len() >= MAX_NAMED_SESSIONS
+                            && let Some(oldest) = named.order.pop_front()
+                        {
+                            named.ledgers.remove(&oldest);
+                        }
+                        let l = Ledger::memory(principal);
+                        named.ledgers.insert(id.to_string(), l.clone());
+                        named.order.push_back(id.to_string());
+                        l
+                    }
+                }
+            }
+        };
+        Ok(Session {
+            host: self.clone(),
+            id: id.to_string(),
+            principal: principal.map(str::to_string),
+            ledger,
+        })
     }
 
     /// Run one proposal through the whole lifecycle in a session of its own. Never fails: every
@@ -502,6 +606,8 @@ impl Host {
         });
         // Filled by `run` once the tool is known: every secret value its grant could use.
         let mut scrub = Arc::new(crate::secrets::Scrubber::none());
+        // Filled by `run` when a shared ledger is to be charged with the record's commit.
+        let mut settlement = None;
         self.run(
             session,
             &proposal,
@@ -511,6 +617,7 @@ impl Host {
                 cancel: &cancel,
                 client,
                 scrub: &mut scrub,
+                settlement: &mut settlement,
             },
         )
         .await;
@@ -522,17 +629,10 @@ impl Host {
             record.outcome = serde_json::json!({ "label": "failed", "payload_passed": false, "requirements": [] });
         }
         self.inner.key.sign(&mut record);
-        if let Some(journal) = &self.inner.journal {
-            // Committed before the call returns: an acknowledged call always has its record.
-            record.journaled = Some(
-                journal
-                    .append_async(&record)
-                    .await
-                    .map_err(|e| e.to_string()),
-            );
-            if let Some(Err(e)) = &record.journaled {
-                tracing::error!(call_id = %record.call_id, error = %e, "the record could not be journaled");
-            }
+        // Committed before the call returns: an acknowledged call always has its record.
+        record.journaled = self.inner.store.append(&record, settlement).await;
+        if let Some(Err(e)) = &record.journaled {
+            tracing::error!(call_id = %record.call_id, error = %e, "the record could not be journaled");
         }
         tracing::info!(
             call_id = %record.call_id,
@@ -558,6 +658,7 @@ impl Host {
             cancel,
             client,
             scrub,
+            settlement,
         } = caller;
         // proposal → one neutral call of a known tool
         let t = Instant::now();
@@ -663,12 +764,14 @@ impl Host {
             wanted.fuel = wanted.fuel.min(cap.fuel);
             wanted.wall_time_ms = wanted.wall_time_ms.min(cap.wall_time_ms);
         }
-        let (limits, reservation) = match session.ledger.reserve(
-            tool.name(),
-            &self.inner.policy.session,
-            tool.grant.caps.calls_per_session,
-            wanted,
-        ) {
+        let claim = budget::Claim {
+            tool: tool.name(),
+            principal: session.principal.as_deref(),
+            caps: &self.inner.policy.session,
+            calls_per_session: tool.grant.caps.calls_per_session,
+            limits: wanted,
+        };
+        let (limits, reservation) = match session.ledger.reserve(&session.id, &claim).await {
             Ok(admitted) => admitted,
             Err(e) => return record.stop(CallError::from(&e), t.elapsed()),
         };
@@ -686,7 +789,7 @@ impl Host {
         let t = Instant::now();
         let children = Arc::new(std::sync::Mutex::new(Vec::new()));
         let broker = Broker::new(record.call_id.clone(), Some(tool.grant.clone()))
-            .watching(self.inner.revocations.clone(), session.principal.clone())
+            .watching(self.revocations().clone(), session.principal.clone())
             .keyed(self.inner.secrets.clone(), scrub.clone())
             .linked(ChildLink {
                 host: self.clone(),
@@ -717,7 +820,7 @@ impl Host {
         if let Ok(GuestReturn::Completed(r)) = &report.outcome {
             report.usage.result_bytes = result::result_size(r);
         }
-        reservation.settle(&report.usage);
+        *settlement = reservation.settle(&report.usage);
         record.usage = report.usage;
         record.receipts = report.receipts;
         // Child runs stay on record whatever happened to this call afterwards.
@@ -817,7 +920,16 @@ impl Host {
         tool: &AdmittedTool,
         principal: Option<&str>,
     ) -> Result<(), PermissionError> {
-        if let Some(entry) = self.inner.revocations.blocking_call(tool.name(), principal) {
+        let revocations = self.revocations();
+        if let Some(why) = revocations.unconfirmed() {
+            return Err(PermissionError::Store(
+                crate::store::StoreError::Unavailable {
+                    what: "revocations",
+                    message: why,
+                },
+            ));
+        }
+        if let Some(entry) = revocations.blocking_call(tool.name(), principal) {
             return Err(PermissionError::Revoked {
                 what: entry.revocation.to_string(),
                 at: entry.at,
@@ -863,9 +975,11 @@ impl Host {
 }
 
 /// Who a call runs for, as `run` needs it: the caller's cancellation, the client that can
-/// answer, and where `run` leaves the call's scrubber once the tool is known.
+/// answer, and where `run` leaves the call's scrubber once the tool is known and the charge of a
+/// shared ledger to commit with the record.
 struct Caller<'a> {
     cancel: &'a CancellationToken,
     client: Option<Arc<dyn crate::capabilities::client::ClientChannel>>,
     scrub: &'a mut Arc<crate::secrets::Scrubber>,
+    settlement: &'a mut Option<crate::budget::Settlement>,
 }

@@ -28,7 +28,7 @@ pub enum Durability {
 pub const MAX_BATCH: usize = 512;
 
 /// Why the journal failed.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JournalError {
     #[error("journal {path}: {message}")]
     Sqlite { path: String, message: String },
@@ -36,19 +36,47 @@ pub enum JournalError {
     Folder { path: String, message: String },
     #[error("journal {path}: the writer has stopped")]
     WriterGone { path: String },
+    #[error("records are not journaled here (--no-journal)")]
+    Off,
+    /// The shared store (several nodes' journal) failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+impl JournalError {
+    /// A stable snake_case name of the condition: `store_unavailable` when the shared store is
+    /// out of reach, else `journal_failed`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            JournalError::Store(e) => e.kind(),
+            _ => "journal_failed",
+        }
+    }
+
+    /// Whether the same call, retried, could be journaled: only when the store was out of reach.
+    pub fn retryable(&self) -> bool {
+        matches!(self, JournalError::Store(e) if e.retryable())
+    }
 }
 
 /// One journal entry's place in the chain.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Entry {
+    /// The position in the journal: in a shared store, the global commit order of every node.
     pub seq: i64,
     pub hash: String,
+    /// In a shared store: the node whose chain holds the entry, and its place there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<(String, i64)>,
 }
 
 /// A listed entry.
 #[derive(Debug, Clone, Serialize)]
 pub struct Listed {
     pub seq: i64,
+    /// The node that wrote it (a shared store only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     pub call_id: String,
     pub tool: String,
     pub status: String,
@@ -75,6 +103,19 @@ pub struct Verification {
     pub entries: u64,
     /// The first entry that does not check out, and why.
     pub first_bad: Option<(i64, String)>,
+    /// The last entry of each chain that checked out: an auditor who keeps these can later tell
+    /// a journal cut short (the one change a chain alone cannot show).
+    pub heads: Vec<Head>,
+}
+
+/// The head of one chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Head {
+    /// The node of the chain (`None`: the single chain of a local journal).
+    pub node: Option<String>,
+    /// The entry's place in its chain.
+    pub seq: i64,
+    pub hash: String,
 }
 
 /// Group-commit figures since the journal was opened.
@@ -84,15 +125,37 @@ pub struct CommitStats {
     pub commits: u64,
 }
 
+/// A record as a journal stores it: its JSON text and the columns it is listed by.
+pub(crate) struct Row {
+    pub(crate) text: String,
+    pub(crate) call_id: String,
+    pub(crate) tool: String,
+    pub(crate) status: &'static str,
+    pub(crate) stage: &'static str,
+    pub(crate) principal: Option<String>,
+    pub(crate) session: String,
+    pub(crate) received_at: String,
+}
+
+impl Row {
+    pub(crate) fn of(record: &CallRecord) -> Row {
+        Row {
+            // A record holds only strings, numbers and JSON values: it always serializes.
+            text: serde_json::to_string(record).unwrap_or_default(),
+            call_id: record.call_id.clone(),
+            tool: record.tool.clone(),
+            status: record.status.as_str(),
+            stage: record.stage.as_str(),
+            principal: record.principal.clone(),
+            session: record.session_id.clone(),
+            received_at: record.received_at.clone(),
+        }
+    }
+}
+
 /// A record on its way to the writer.
 struct Pending {
-    text: String,
-    call_id: String,
-    tool: String,
-    status: &'static str,
-    stage: &'static str,
-    principal: Option<String>,
-    received_at: String,
+    row: Row,
     reply: tokio::sync::oneshot::Sender<Result<Entry, JournalError>>,
 }
 
@@ -107,6 +170,18 @@ pub struct Journal {
 }
 
 const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The head of the one chain of a local journal (none while it is empty).
+fn single_head(seq: i64, hash: &str) -> Vec<Head> {
+    (seq > 0)
+        .then(|| Head {
+            node: None,
+            seq,
+            hash: hash.to_string(),
+        })
+        .into_iter()
+        .collect()
+}
 
 fn chain_hash(prev: &str, seq: i64, record: &str) -> String {
     crate::digest::sha256_hex(format!("{prev}\n{seq}\n{record}").as_bytes())
@@ -197,14 +272,7 @@ impl Journal {
     ) -> Result<tokio::sync::oneshot::Receiver<Result<Entry, JournalError>>, JournalError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let pending = Pending {
-            // A record holds only strings, numbers and JSON values: it always serializes.
-            text: serde_json::to_string(record).unwrap_or_default(),
-            call_id: record.call_id.clone(),
-            tool: record.tool.clone(),
-            status: record.status.as_str(),
-            stage: record.stage.as_str(),
-            principal: record.principal.clone(),
-            received_at: record.received_at.clone(),
+            row: Row::of(record),
             reply,
         };
         let gone = || JournalError::WriterGone {
@@ -269,6 +337,7 @@ impl Journal {
                 |r| {
                     Ok(Listed {
                         seq: r.get(0)?,
+                        node: None,
                         call_id: r.get(1)?,
                         tool: r.get(2)?,
                         status: r.get(3)?,
@@ -297,6 +366,12 @@ impl Journal {
     /// Walk the chain: each entry's link to the previous one, its hash, and its record's
     /// signature (against `trusted` when given).
     pub fn verify(&self, trusted: Option<&str>) -> Result<Verification, JournalError> {
+        self.verify_any(trusted.as_slice())
+    }
+
+    /// [`Journal::verify`], requiring (unless `trusted` is empty) one of `trusted` to have
+    /// signed every record.
+    pub fn verify_any(&self, trusted: &[impl AsRef<str>]) -> Result<Verification, JournalError> {
         let conn = self.reader.lock().unwrap_or_else(|p| p.into_inner());
         let mut stmt = conn
             .prepare("SELECT seq, call_id, record, prev_hash, hash FROM records ORDER BY seq")
@@ -314,6 +389,7 @@ impl Journal {
                 Ok(Verification {
                     entries,
                     first_bad: Some((seq, why)),
+                    heads: single_head(expected_seq - 1, &prev),
                 })
             };
             if seq != expected_seq {
@@ -332,7 +408,7 @@ impl Journal {
             if record.call_id != call_id {
                 return bad("its indexed call id differs from its record".into());
             }
-            if let Err(e) = crate::signing::verify(&record, trusted) {
+            if let Err(e) = crate::signing::verify_any(&record, trusted) {
                 return bad(format!("its record's signature: {e}"));
             }
             prev = hash;
@@ -341,7 +417,13 @@ impl Journal {
         Ok(Verification {
             entries,
             first_bad: None,
+            heads: single_head(expected_seq - 1, &prev),
         })
+    }
+
+    /// Where the journal is.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 }
 
@@ -440,7 +522,7 @@ impl Writer {
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 )
                 .map_err(&err)?;
-            for p in batch {
+            for Pending { row: p, .. } in batch {
                 seq += 1;
                 let hash = chain_hash(&prev, seq, &p.text);
                 insert
@@ -458,7 +540,11 @@ impl Writer {
                     ])
                     .map_err(&err)?;
                 prev = hash.clone();
-                entries.push(Entry { seq, hash });
+                entries.push(Entry {
+                    seq,
+                    hash,
+                    node: None,
+                });
             }
         }
         tx.commit().map_err(&err)?;
@@ -495,6 +581,8 @@ mod tests {
         threads.into_iter().for_each(|t| t.join().unwrap());
         let v = j.verify(None).unwrap();
         assert_eq!((v.entries, v.first_bad), (100, None));
+        assert_eq!(v.heads.len(), 1);
+        assert_eq!(v.heads[0].seq, 100);
         let key = crate::signing::HostKey::from_seed_hex(&"07".repeat(32))
             .unwrap()
             .public_hex();

@@ -38,12 +38,14 @@ pub mod schema;
 pub mod secrets;
 pub mod signing;
 pub mod stage;
+pub mod store;
 
 pub use admission::{AdmissionError, AdmittedTool, Descriptor, Examination, Verdict};
 pub use dispatch::{DispatchError, EngineSettings};
-pub use host::{Host, HostBuilder, HostError, PermissionError, Session};
+pub use host::{Host, HostBuilder, HostError, InvalidSessionId, PermissionError, Session};
 pub use policy::Policy;
 pub use proposal::Proposal;
 pub use record::{CallRecord, Status};
 pub use revocation::{Revocation, Revocations};
 pub use stage::{CallError, Stage};
+pub use store::{Store, StoreError};

@@ -213,7 +213,7 @@ pub struct CallRecord {
     pub signature: Option<crate::signing::RecordSignature>,
     /// Where the record went in the journal (not part of the record itself, nor of its JSON).
     #[serde(skip)]
-    pub journaled: Option<Result<crate::journal::Entry, String>>,
+    pub journaled: Option<Result<crate::journal::Entry, crate::journal::JournalError>>,
 }
 
 impl CallRecord {

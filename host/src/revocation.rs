@@ -1,8 +1,10 @@
 //! Revocations: a tool, one capability of a tool, or a principal. Recorded durably (one JSON line
-//! each, synced before `revoke` returns), applied to every new call at once (permission stage) and
-//! to calls already running at their next brokered capability use (the broker checks here on
-//! every request). Only the embedder's API and `vak revoke` write them: nothing a tool or a model
-//! can call reaches this module.
+//! each, synced before `revoke` returns; or a row of the shared store, which every node applies
+//! when told by `NOTIFY`, or at its next poll), applied to every new call at once (permission
+//! stage) and to calls already running at their next brokered capability use (the broker checks
+//! here on every request). A shared view that could not be confirmed within its bound refuses
+//! calls rather than miss a revocation. Only the embedder's API and `vak revoke` write them:
+//! nothing a tool or a model can call reaches this module.
 
 use crate::capabilities::Capability;
 use serde::{Deserialize, Serialize};
@@ -68,13 +70,39 @@ pub enum RevocationError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot record the revocation: {0}")]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// Where revocations are recorded.
+#[derive(Debug, Default)]
+enum Keeper {
+    /// Nowhere: lost when the process ends.
+    #[default]
+    Memory,
+    /// A JSON-lines file of this machine.
+    File(PathBuf),
+    /// The shared store: every node applies what any node records.
+    Shared(crate::store::postgres::RevocationKeeper),
+}
+
+#[derive(Debug, Default)]
+struct InForce {
+    entries: Vec<RevocationEntry>,
+    /// The shared store's ids of the entries applied (each is applied once, however it came).
+    applied: std::collections::HashSet<i64>,
+    /// When this view was last confirmed complete against the shared store.
+    confirmed: Option<std::time::Instant>,
 }
 
 /// The revocations in force.
 #[derive(Debug, Default)]
 pub struct Revocations {
-    entries: RwLock<Vec<RevocationEntry>>,
-    file: Option<PathBuf>,
+    state: RwLock<InForce>,
+    keeper: Keeper,
+    /// How old a shared view may be before calls are refused rather than risk a revocation this
+    /// node has not seen (`None`: a local view is always complete).
+    max_staleness: Option<std::time::Duration>,
 }
 
 impl Revocations {
@@ -110,13 +138,30 @@ impl Revocations {
             entries.push(entry);
         }
         Ok(Revocations {
-            entries: RwLock::new(entries),
-            file: Some(path.to_path_buf()),
+            state: RwLock::new(InForce {
+                entries,
+                ..InForce::default()
+            }),
+            keeper: Keeper::File(path.to_path_buf()),
+            max_staleness: None,
         })
     }
 
-    /// Record `revocation`: durably first (appended and synced), then in force.
-    pub fn revoke(
+    /// An empty view of the shared store's revocations, filled and kept fresh by the store.
+    pub(crate) fn shared(
+        keeper: crate::store::postgres::RevocationKeeper,
+        max_staleness: std::time::Duration,
+    ) -> Revocations {
+        Revocations {
+            state: RwLock::default(),
+            keeper: Keeper::Shared(keeper),
+            max_staleness: Some(max_staleness),
+        }
+    }
+
+    /// Record `revocation`: durably first (appended and synced, or committed to the shared
+    /// store), then in force here; other nodes apply it when the store tells them.
+    pub async fn revoke(
         &self,
         revocation: Revocation,
         reason: &str,
@@ -126,36 +171,59 @@ impl Revocations {
             at: jiff::Timestamp::now().to_string(),
             reason: reason.to_string(),
         };
-        if let Some(path) = &self.file {
-            let write_err = |source| RevocationError::Write {
-                path: path.display().to_string(),
-                source,
-            };
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(write_err)?;
+        let id = match &self.keeper {
+            Keeper::Memory => None,
+            Keeper::File(path) => {
+                append_line(path, &entry)?;
+                None
             }
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(write_err)?;
-            let line = serde_json::to_string(&entry).unwrap_or_default();
-            writeln!(f, "{line}").map_err(write_err)?;
-            f.sync_all().map_err(write_err)?;
-        }
-        self.write().push(entry.clone());
+            Keeper::Shared(keeper) => Some(keeper.insert(&entry).await?),
+        };
+        self.apply(id, entry.clone());
         tracing::warn!(revocation = %entry.revocation, reason, "revoked");
         Ok(entry)
     }
 
+    /// Put `entry` in force (once per shared id).
+    pub(crate) fn apply(&self, id: Option<i64>, entry: RevocationEntry) {
+        let mut st = self.write();
+        if id.is_none_or(|id| st.applied.insert(id)) {
+            st.entries.push(entry);
+        }
+    }
+
+    /// The view is complete as of `at` (the shared store answered a query started then).
+    pub(crate) fn confirm(&self, at: std::time::Instant) {
+        let mut st = self.write();
+        if st.confirmed.is_none_or(|c| c < at) {
+            st.confirmed = Some(at);
+        }
+    }
+
+    /// Why this view cannot be trusted to hold every revocation now, if so: a shared view not
+    /// confirmed within its bound (the store is out of reach). Calls are refused meanwhile.
+    pub fn unconfirmed(&self) -> Option<String> {
+        let bound = self.max_staleness?;
+        match self.read().confirmed {
+            Some(at) if at.elapsed() <= bound => None,
+            Some(at) => Some(format!(
+                "the shared revocations were last confirmed {} ms ago (the bound is {} ms)",
+                at.elapsed().as_millis(),
+                bound.as_millis()
+            )),
+            None => Some("the shared revocations have not been read yet".to_string()),
+        }
+    }
+
     /// Every revocation in force, oldest first.
     pub fn list(&self) -> Vec<RevocationEntry> {
-        self.read().clone()
+        self.read().entries.clone()
     }
 
     /// The revocation that stops a new call of `tool` for `principal`, if any.
     pub fn blocking_call(&self, tool: &str, principal: Option<&str>) -> Option<RevocationEntry> {
         self.read()
+            .entries
             .iter()
             .find(|e| match &e.revocation {
                 Revocation::Tool { tool: t } => t == tool,
@@ -173,6 +241,7 @@ impl Revocations {
         capability: Capability,
     ) -> Option<RevocationEntry> {
         self.read()
+            .entries
             .iter()
             .find(|e| match &e.revocation {
                 Revocation::Tool { tool: t } => t == tool,
@@ -185,21 +254,40 @@ impl Revocations {
             .cloned()
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<RevocationEntry>> {
-        self.entries.read().unwrap_or_else(|p| p.into_inner())
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, InForce> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<RevocationEntry>> {
-        self.entries.write().unwrap_or_else(|p| p.into_inner())
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, InForce> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Append `entry` to the file at `path` and sync it.
+fn append_line(path: &Path, entry: &RevocationEntry) -> Result<(), RevocationError> {
+    let write_err = |source| RevocationError::Write {
+        path: path.display().to_string(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(write_err)?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(write_err)?;
+    let line = serde_json::to_string(entry).unwrap_or_default();
+    writeln!(f, "{line}").map_err(write_err)?;
+    f.sync_all().map_err(write_err)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn revocations_survive_a_restart_and_match_their_scope() {
+    #[tokio::test]
+    async fn revocations_survive_a_restart_and_match_their_scope() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("revocations.jsonl");
         let r = Revocations::open(&path).unwrap();
@@ -210,6 +298,7 @@ mod tests {
             },
             "test",
         )
+        .await
         .unwrap();
         r.revoke(
             Revocation::Principal {
@@ -217,6 +306,7 @@ mod tests {
             },
             "test",
         )
+        .await
         .unwrap();
         let again = Revocations::open(&path).unwrap();
         assert_eq!(again.list().len(), 2);

@@ -45,7 +45,7 @@ pub enum VerifyError {
     Unsigned,
     #[error("the signature is not an ed25519 signature in hex")]
     Malformed,
-    #[error("the record was signed by {found}, not by the trusted key {trusted}")]
+    #[error("the record was signed by {found}, not by a trusted key ({trusted})")]
     UntrustedKey { found: String, trusted: String },
     #[error(
         "the signature does not match the record: it was altered after signing, or signed by another key"
@@ -144,13 +144,25 @@ fn record_digest(record: &CallRecord) -> [u8; 32] {
 
 /// Check `record`'s signature; with `trusted`, also that it was made by that public key (hex).
 pub fn verify(record: &CallRecord, trusted: Option<&str>) -> Result<String, VerifyError> {
+    verify_any(record, trusted.as_slice())
+}
+
+/// [`verify`], requiring (unless `trusted` is empty) that one of `trusted` signed it: the keys
+/// of several nodes sharing a journal.
+pub fn verify_any(record: &CallRecord, trusted: &[impl AsRef<str>]) -> Result<String, VerifyError> {
     let sig = record.signature.as_ref().ok_or(VerifyError::Unsigned)?;
-    if let Some(trusted) = trusted
-        && !trusted.trim().eq_ignore_ascii_case(&sig.public_key)
+    if !trusted.is_empty()
+        && !trusted
+            .iter()
+            .any(|t| t.as_ref().trim().eq_ignore_ascii_case(&sig.public_key))
     {
         return Err(VerifyError::UntrustedKey {
             found: sig.public_key.clone(),
-            trusted: trusted.trim().to_string(),
+            trusted: trusted
+                .iter()
+                .map(|t| t.as_ref().trim())
+                .collect::<Vec<_>>()
+                .join(", "),
         });
     }
     let key_bytes: [u8; 32] = hex::decode(&sig.public_key)

@@ -109,9 +109,9 @@ async fn a_session_admits_exactly_its_budget() {
         (Some(3), Some(3))
     );
     assert!(!e.retryable);
-    assert_eq!(session.used().calls, 3);
+    assert_eq!(session.used().await.unwrap().calls, 3);
     assert!(
-        session.used().fuel > 0,
+        session.used().await.unwrap().fuel > 0,
         "the ledger is charged with the fuel really used"
     );
 
@@ -164,6 +164,7 @@ async fn principals_and_revocations_refuse_new_calls_at_permission() {
             },
             "test",
         )
+        .await
         .unwrap();
     let before = host.runtime().instances_created();
     let r = host.call(Proposal::new("clock", r#"{"zone":"UTC"}"#)).await;
@@ -178,6 +179,7 @@ async fn principals_and_revocations_refuse_new_calls_at_permission() {
             },
             "test",
         )
+        .await
         .unwrap();
     let r = host
         .session(Some("alice"))
@@ -206,6 +208,7 @@ async fn a_capability_revoked_mid_call_is_refused_at_its_next_use() {
             },
             "mid-call",
         )
+        .await
         .unwrap();
     let r = running.await.unwrap();
     assert_eq!(r.status, Status::ToolError, "{}", r.to_json_pretty());
@@ -278,7 +281,7 @@ async fn a_child_run_goes_through_the_lifecycle_and_is_nested_in_the_record() {
     assert_eq!(r.receipts[0].capability, Capability::Invoke);
     assert_eq!(r.evidence[0].support, Support::Supported);
     assert_eq!(
-        session.used().calls,
+        session.used().await.unwrap().calls,
         2,
         "the child is charged to the session"
     );

@@ -278,6 +278,7 @@ async fn no_request_leaves_after_a_revocation() {
             },
             "test",
         )
+        .await
         .unwrap();
     let r = running.await.unwrap();
     assert_eq!(

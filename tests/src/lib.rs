@@ -1,6 +1,8 @@
 //! Helpers for vak's end-to-end tests: the guest components built for them, and hosts set up
 //! with a private AOT cache.
 
+pub mod http_mcp;
+
 /// Paths of the test guest components (built by `build.rs`).
 pub mod guests {
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));
@@ -283,4 +285,20 @@ pub fn python_toolchain() -> Result<std::path::PathBuf, String> {
             .arg(repo.join("tools/py-clock/requirements.txt")),
     )?;
     Ok(bin)
+}
+
+/// A throwaway PostgreSQL cluster for a test, or `None` (with the reason on stderr) where
+/// PostgreSQL is not installed. With `VAK_REQUIRE_PG` set (as CI sets it), a cluster that cannot
+/// start fails the test instead of skipping it.
+pub fn pg_cluster() -> Option<vak_pg_cluster::Cluster> {
+    match vak_pg_cluster::available().and_then(|()| vak_pg_cluster::Cluster::start()) {
+        Ok(cluster) => Some(cluster),
+        Err(why) if std::env::var_os("VAK_REQUIRE_PG").is_some() => {
+            panic!("VAK_REQUIRE_PG is set and no PostgreSQL cluster could be started: {why}")
+        }
+        Err(why) => {
+            eprintln!("skipping the PostgreSQL part of this test: {why}");
+            None
+        }
+    }
 }

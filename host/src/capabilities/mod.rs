@@ -331,6 +331,12 @@ impl Broker {
                 capability.name()
             )));
         }
+        if let Some(why) = self.revocations.as_ref().and_then(|r| r.unconfirmed()) {
+            return Err(Refusal::Revoked(format!(
+                "this host cannot confirm that `{}` is not revoked now: {why}",
+                capability.name()
+            )));
+        }
         if let Some(entry) = self
             .revocations
             .as_ref()

@@ -21,8 +21,7 @@ pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
         None,
         cache_dir.clone(),
         no_cache,
-        vak_host::Revocations::in_memory(),
-        None,
+        vak_host::Store::default(),
         None,
         None,
     )
@@ -90,8 +89,7 @@ pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
         Some(tight),
         cache_dir,
         no_cache,
-        vak_host::Revocations::in_memory(),
-        None,
+        vak_host::Store::default(),
         None,
         None,
     )

@@ -46,8 +46,17 @@ struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     signing_key: Option<PathBuf>,
     /// Do not append records to the journal ($VAK_STATE_DIR/journal.sqlite by default).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, conflicts_with = "store")]
     no_journal: bool,
+    /// Keep the journal, revocations and session ledgers in a PostgreSQL database shared by
+    /// several nodes (postgres://USER@HOST:PORT/DB) instead of $VAK_STATE_DIR
+    /// [default: $VAK_STORE]. See docs/scale-out.md.
+    #[arg(long, global = true, value_name = "URL")]
+    store: Option<String>,
+    /// This node's name in a shared store: its journal chain [default: $VAK_NODE, else the
+    /// host name]. Every running node needs its own.
+    #[arg(long, global = true, value_name = "NAME")]
+    node: Option<String>,
     /// Also sync every journal commit to disk, so that a record survives a power loss, not only a
     /// crash of vak (concurrent calls share one flush: group commit).
     #[arg(long, global = true, conflicts_with = "no_journal")]
@@ -145,7 +154,13 @@ enum Command {
         #[arg(long, value_name = "HEX")]
         key: Option<String>,
     },
-    /// Read the journal: list records (newest first), show one, or verify the chain.
+    /// The shared store (--store): bring its schema up to date, or show its nodes and chains.
+    Store {
+        #[command(subcommand)]
+        command: StoreCommand,
+    },
+    /// Read the journal: list records (newest first), show one, or verify the chain (every
+    /// node's chain, on a shared store).
     Audit {
         #[command(subcommand)]
         command: Option<AuditCommand>,
@@ -240,11 +255,26 @@ enum Command {
 enum AuditCommand {
     /// The complete record of one call.
     Show { call_id: String },
-    /// Check the hash chain and every record's signature; name the first bad entry.
+    /// Check the hash chain(s) and every record's signature; name the first bad entry and
+    /// print each chain's head (keep them: a journal cut short shows against them).
     Verify {
-        /// Also require that this public key (hex) signed every record.
+        /// Also require that this public key (hex) signed every record; repeat it for the keys
+        /// of several nodes.
         #[arg(long, value_name = "HEX")]
-        key: Option<String>,
+        key: Vec<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum StoreCommand {
+    /// Apply the schema migrations this vak knows to the database (nodes also do it at start).
+    Migrate,
+    /// The schema version, the nodes that served from the store, each journal chain's length,
+    /// the revocations and sessions.
+    Status {
+        /// Print JSON instead.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -429,19 +459,15 @@ pub(crate) async fn build_host(
     policy: Option<Policy>,
     cache_dir: Option<PathBuf>,
     no_cache: bool,
-    revocations: Revocations,
+    store: vak_host::Store,
     key: Option<vak_host::signing::HostKey>,
-    journal: Option<vak_host::journal::Journal>,
     approver: Option<std::sync::Arc<dyn vak_host::approval::Approver>>,
 ) -> Result<Host, String> {
     let mut builder = HostBuilder::new()
         .policy(policy.unwrap_or_else(Policy::default_policy))
-        .revocations(std::sync::Arc::new(revocations));
+        .store(store);
     if let Some(key) = key {
         builder = builder.signing_key(key);
-    }
-    if let Some(journal) = journal {
-        builder = builder.journal(std::sync::Arc::new(journal));
     }
     if let Some(approver) = approver {
         builder = builder.approver(approver);
@@ -532,10 +558,6 @@ async fn run(cli: Cli) -> ExitCode {
         },
         None => None,
     };
-    let revocations = match open_revocations(cli.state_dir.as_ref()) {
-        Ok(r) => r,
-        Err(e) => return usage_error(e),
-    };
     match &cli.command {
         Command::Demo => return demo::run(cli.cache_dir, cli.no_cache).await,
         Command::New {
@@ -558,35 +580,6 @@ async fn run(cli: Cli) -> ExitCode {
         }
         Command::Verify { file, key } => return verify(file, key.as_deref()),
         Command::Keygen { file } => return keygen(file),
-        Command::Audit {
-            command,
-            tool,
-            status,
-            stage,
-            for_principal,
-            since,
-            limit,
-        } => {
-            let Some(journal) = open_journal(
-                cli.state_dir.as_ref(),
-                vak_host::journal::Durability::Committed,
-            ) else {
-                return usage_error("no state directory: set --state-dir or VAK_STATE_DIR");
-            };
-            let journal = match journal {
-                Ok(j) => j,
-                Err(e) => return usage_error(e),
-            };
-            let filter = vak_host::journal::Filter {
-                tool: tool.clone(),
-                status: status.clone(),
-                stage: stage.clone(),
-                principal: for_principal.clone(),
-                since: since.clone(),
-                limit: Some(*limit),
-            };
-            return audit(&journal, command.as_ref(), &filter);
-        }
         Command::Policy {
             command: PolicyCommand::Check { file },
         } => {
@@ -601,6 +594,66 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Secret { command } => {
             let fallback = Policy::default_policy();
             return secret(command, policy.as_ref().unwrap_or(&fallback));
+        }
+        Command::Store {
+            command: StoreCommand::Migrate,
+        } => return store_migrate(&cli).await,
+        Command::Audit { .. }
+            if shared_store_url(&cli).is_none() && state_dir(cli.state_dir.as_ref()).is_none() =>
+        {
+            return usage_error("no state directory: set --state-dir or VAK_STATE_DIR");
+        }
+        _ => {}
+    }
+    let key_file = cli
+        .signing_key
+        .clone()
+        .or_else(|| std::env::var_os("VAK_SIGNING_KEY_FILE").map(PathBuf::from));
+    let key = match key_file
+        .map(|f| vak_host::signing::HostKey::load(&f))
+        .transpose()
+    {
+        Ok(Some(k)) => k,
+        Ok(None) => match vak_host::signing::HostKey::generate() {
+            Ok(k) => k,
+            Err(e) => return usage_error(e),
+        },
+        Err(e) => return usage_error(e),
+    };
+    // Commands that only read or write the store do not serve: they register no node.
+    let serving = !matches!(
+        cli.command,
+        Command::Audit { .. }
+            | Command::Revoke { .. }
+            | Command::Revocations { .. }
+            | Command::Store { .. }
+    );
+    let store = match open_store(&cli, serving, &key.public_hex()).await {
+        Ok(s) => s,
+        Err(e) => return usage_error(e),
+    };
+    match &cli.command {
+        Command::Store {
+            command: StoreCommand::Status { json },
+        } => return store_status(&store, *json).await,
+        Command::Audit {
+            command,
+            tool,
+            status,
+            stage,
+            for_principal,
+            since,
+            limit,
+        } => {
+            let filter = vak_host::journal::Filter {
+                tool: tool.clone(),
+                status: status.clone(),
+                stage: stage.clone(),
+                principal: for_principal.clone(),
+                since: since.clone(),
+                limit: Some(*limit),
+            };
+            return audit(&store, command.as_ref(), &filter).await;
         }
         Command::Revoke { what, reason } => {
             let revocation = match what {
@@ -620,7 +673,7 @@ async fn run(cli: Cli) -> ExitCode {
                     }
                 }
             };
-            return match revocations.revoke(revocation, reason) {
+            return match store.revocations().revoke(revocation, reason).await {
                 Ok(entry) => {
                     println!("revoked {} at {}", entry.revocation, entry.at);
                     ExitCode::SUCCESS
@@ -632,7 +685,7 @@ async fn run(cli: Cli) -> ExitCode {
             };
         }
         Command::Revocations { json } => {
-            let list = revocations.list();
+            let list = store.revocations().list();
             if *json {
                 println!(
                     "{}",
@@ -654,30 +707,6 @@ async fn run(cli: Cli) -> ExitCode {
         }
         _ => {}
     }
-    let key_file = cli
-        .signing_key
-        .clone()
-        .or_else(|| std::env::var_os("VAK_SIGNING_KEY_FILE").map(PathBuf::from));
-    let key = match key_file
-        .map(|f| vak_host::signing::HostKey::load(&f))
-        .transpose()
-    {
-        Ok(k) => k,
-        Err(e) => return usage_error(e),
-    };
-    let journal = if cli.no_journal {
-        None
-    } else {
-        let durability = if cli.journal_sync {
-            vak_host::journal::Durability::Synced
-        } else {
-            vak_host::journal::Durability::Committed
-        };
-        match open_journal(cli.state_dir.as_ref(), durability).transpose() {
-            Ok(j) => j,
-            Err(e) => return usage_error(e),
-        }
-    };
     // `vak call` asks the person at the terminal for approvals (a call whose proposal comes on
     // stdin cannot); `vak serve` asks the MCP client instead.
     let approver: Option<std::sync::Arc<dyn vak_host::approval::Approver>> = match &cli.command {
@@ -697,9 +726,8 @@ async fn run(cli: Cli) -> ExitCode {
         policy,
         cli.cache_dir,
         cli.no_cache,
-        revocations,
-        key,
-        journal,
+        store,
+        Some(key),
         approver,
     )
     .await
@@ -882,6 +910,7 @@ async fn run(cli: Cli) -> ExitCode {
         | Command::Policy { .. }
         | Command::Revoke { .. }
         | Command::Secret { .. }
+        | Command::Store { .. }
         | Command::Revocations { .. } => ExitCode::SUCCESS,
     }
 }
@@ -963,17 +992,141 @@ fn open_journal(
     )
 }
 
-fn audit(
-    journal: &vak_host::journal::Journal,
+/// `--store`, else `$VAK_STORE`: the shared store's address, if one is named.
+fn shared_store_url(cli: &Cli) -> Option<String> {
+    cli.store
+        .clone()
+        .or_else(|| std::env::var("VAK_STORE").ok())
+        .filter(|u| !u.trim().is_empty())
+}
+
+/// `--node`, else `$VAK_NODE`, else the host name.
+fn node_name(cli: &Cli) -> String {
+    cli.node
+        .clone()
+        .or_else(|| std::env::var("VAK_NODE").ok())
+        .filter(|n| !n.trim().is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "vak".to_string())
+}
+
+/// The store the global options name: a shared PostgreSQL store, or this machine's state
+/// folder (the journal unless --no-journal, the revocations file).
+async fn open_store(cli: &Cli, serving: bool, public_key: &str) -> Result<vak_host::Store, String> {
+    use vak_host::store::postgres::{PgOptions, PgStore};
+    if let Some(url) = shared_store_url(cli) {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(format!(
+                "--store takes a postgres:// address, not `{}` (the local store needs no flag)",
+                render::neutralise(&url)
+            ));
+        }
+        if cli.no_journal {
+            return Err("--no-journal: a shared store always keeps the journal".into());
+        }
+        let mut options = PgOptions::new(node_name(cli));
+        options.register = serving;
+        options.public_key = Some(public_key.to_string());
+        options.policy_sha256 = Some(match &cli.policy {
+            Some(path) => std::fs::read(path)
+                .map(|b| vak_host::digest::sha256_hex(&b))
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+            None => "built-in".to_string(),
+        });
+        return PgStore::connect(&url, options)
+            .await
+            .map(vak_host::Store::Postgres)
+            .map_err(|e| e.to_string());
+    }
+    let revocations = open_revocations(cli.state_dir.as_ref())?;
+    let journal = if cli.no_journal {
+        None
+    } else {
+        let durability = if cli.journal_sync {
+            vak_host::journal::Durability::Synced
+        } else {
+            vak_host::journal::Durability::Committed
+        };
+        open_journal(cli.state_dir.as_ref(), durability).transpose()?
+    };
+    Ok(vak_host::Store::Local(vak_host::store::Local {
+        journal: journal.map(std::sync::Arc::new),
+        revocations: std::sync::Arc::new(revocations),
+    }))
+}
+
+/// `vak store migrate`.
+async fn store_migrate(cli: &Cli) -> ExitCode {
+    let Some(url) = shared_store_url(cli) else {
+        return usage_error("vak store migrate needs --store postgres://… (or VAK_STORE)");
+    };
+    match vak_host::store::postgres::migrate(&url).await {
+        Ok(m) if m.applied.is_empty() => {
+            println!("the store is up to date (schema version {})", m.from);
+            ExitCode::SUCCESS
+        }
+        Ok(m) => {
+            let last = m.applied.last().copied().unwrap_or(m.from);
+            println!(
+                "migrated the store from schema version {} to {last} (applied {:?})",
+                m.from, m.applied
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("vak store migrate: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `vak store status`.
+async fn store_status(store: &vak_host::Store, json: bool) -> ExitCode {
+    let vak_host::Store::Postgres(pg) = store else {
+        return usage_error(
+            "vak store status reads a shared store: pass --store postgres://… (or VAK_STORE)",
+        );
+    };
+    match pg.status().await {
+        Ok(status) if json => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&status).unwrap_or_default()
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(status) => {
+            print!("{}", render::store_status(&pg.describe(), &status));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("vak store status: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn audit(
+    store: &vak_host::Store,
     command: Option<&AuditCommand>,
     filter: &vak_host::journal::Filter,
 ) -> ExitCode {
     match command {
-        None => match journal.list(filter) {
+        None => match store.list(filter).await {
             Ok(rows) => {
                 for r in rows {
+                    let node = r
+                        .node
+                        .as_deref()
+                        .map(|n| format!("{}  ", render::neutralise(n)))
+                        .unwrap_or_default();
                     println!(
-                        "#{:<6} {}  {:<10} {:<10} {:<10} {}  {}",
+                        "#{:<6} {node}{}  {:<10} {:<10} {:<10} {}  {}",
                         r.seq,
                         r.received_at,
                         render::neutralise(&r.tool),
@@ -987,7 +1140,7 @@ fn audit(
             }
             Err(e) => usage_error(e),
         },
-        Some(AuditCommand::Show { call_id }) => match journal.show(call_id) {
+        Some(AuditCommand::Show { call_id }) => match store.show(call_id).await {
             Ok(Some(text)) => {
                 let pretty = serde_json::from_str::<serde_json::Value>(&text)
                     .and_then(|v| serde_json::to_string_pretty(&v))
@@ -998,20 +1151,33 @@ fn audit(
             Ok(None) => usage_error(format!("no record of call `{call_id}` in the journal")),
             Err(e) => usage_error(e),
         },
-        Some(AuditCommand::Verify { key }) => match journal.verify(key.as_deref()) {
-            Ok(v) => match v.first_bad {
-                None => {
-                    println!(
-                        "journal ok: {} entries, chain and signatures verified",
-                        v.entries
-                    );
-                    ExitCode::SUCCESS
+        Some(AuditCommand::Verify { key }) => match store.verify(key).await {
+            Ok(v) => {
+                let chains = v.heads.len();
+                let verdict = match &v.first_bad {
+                    None => {
+                        println!(
+                            "journal ok: {} entries in {chains} chain{}, chains and signatures verified",
+                            v.entries,
+                            if chains == 1 { "" } else { "s" }
+                        );
+                        ExitCode::SUCCESS
+                    }
+                    Some((seq, why)) => {
+                        println!("journal BAD at entry #{seq}: {}", render::neutralise(why));
+                        ExitCode::from(1)
+                    }
+                };
+                for h in &v.heads {
+                    let node = h
+                        .node
+                        .as_deref()
+                        .map(|n| format!("node {} ", render::neutralise(n)))
+                        .unwrap_or_default();
+                    println!("  head: {node}#{} {}", h.seq, h.hash);
                 }
-                Some((seq, why)) => {
-                    println!("journal BAD at entry #{seq}: {why}");
-                    ExitCode::from(1)
-                }
-            },
+                verdict
+            }
             Err(e) => usage_error(e),
         },
     }

@@ -83,11 +83,21 @@ pub fn record_for_terminal(r: &CallRecord) -> String {
         r.call_id
     );
     match &r.journaled {
-        Some(Ok(entry)) => {
-            let _ = writeln!(out, "   journal #{}", entry.seq);
-        }
+        Some(Ok(entry)) => match &entry.node {
+            Some((node, seq)) => {
+                let _ = writeln!(
+                    out,
+                    "   journal #{} (node {}, #{seq})",
+                    entry.seq,
+                    neutralise(node)
+                );
+            }
+            None => {
+                let _ = writeln!(out, "   journal #{}", entry.seq);
+            }
+        },
         Some(Err(e)) => {
-            let _ = writeln!(out, "   NOT JOURNALED: {}", neutralise(e));
+            let _ = writeln!(out, "   NOT JOURNALED: {}", neutralise(&e.to_string()));
         }
         None => {}
     }
@@ -372,6 +382,54 @@ pub fn policy(p: &Policy) -> String {
                 let _ = writeln!(out, "  principals: only {}", list.join(", "));
             }
         }
+    }
+    out
+}
+
+/// `vak store status` for a person.
+pub fn store_status(store: &str, status: &vak_host::store::postgres::StoreStatus) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "store {}", neutralise(store));
+    let _ = writeln!(
+        out,
+        "schema version {}; {} revocation{}; {} session ledger{}",
+        status.schema_version,
+        status.revocations,
+        if status.revocations == 1 { "" } else { "s" },
+        status.sessions,
+        if status.sessions == 1 { "" } else { "s" },
+    );
+    let policies: std::collections::BTreeSet<_> = status
+        .nodes
+        .iter()
+        .filter_map(|n| n.policy_sha256.as_deref())
+        .collect();
+    for n in &status.nodes {
+        let _ = writeln!(
+            out,
+            "  node {}: {} entr{}{}; started {}; policy {}; key {}",
+            neutralise(&n.node),
+            n.entries,
+            if n.entries == 1 { "y" } else { "ies" },
+            n.last_commit
+                .as_deref()
+                .map(|t| format!(", last at {t}"))
+                .unwrap_or_default(),
+            n.started_at.as_deref().unwrap_or("-"),
+            n.policy_sha256
+                .as_deref()
+                .map_or("-", |p| &p[..p.len().min(16)]),
+            n.public_key
+                .as_deref()
+                .map_or("-", |k| &k[..k.len().min(16)]),
+        );
+    }
+    if policies.len() > 1 {
+        let _ = writeln!(
+            out,
+            "WARNING: the nodes registered {} different policies; session budgets are shared, so every node should serve the same one",
+            policies.len()
+        );
     }
     out
 }

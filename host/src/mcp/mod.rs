@@ -35,6 +35,9 @@ use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The `_meta` key of a request that names its budget session (see [`crate::Host::session_named`]).
+pub const SESSION_META: &str = "dev.vak/session";
+
 /// How often a running call with a progress token reports progress.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -130,9 +133,24 @@ impl VakMcp {
         };
         let mut proposal = Proposal::new(name.clone(), arguments).from_provider("mcp");
         proposal.renderer = crate::projection::RendererCaps::markdown();
+        // A request may name the budget session it belongs to (what an earlier result's `_meta`
+        // said): the way a stateless client keeps one budget across requests and nodes.
+        let session = match context.meta.get(SESSION_META) {
+            None => self.session.clone(),
+            Some(serde_json::Value::String(id)) => self
+                .session
+                .host()
+                .session_named(id, self.session.principal())
+                .map_err(|e| McpError::invalid_params(e.to_string(), None))?,
+            Some(_) => {
+                return Err(McpError::invalid_params(
+                    format!("`_meta.{SESSION_META}` is a string: a session id"),
+                    None,
+                ));
+            }
+        };
         // The call runs on a task of its own: should the transport drop this request (a client
         // gone, a cancellation), the call still finishes promptly and leaves its record.
-        let session = self.session.clone();
         let cancel = context.ct.clone();
         // The request's own level (2026-07-28 `_meta`) wins over the connection's setLevel.
         let level = context
@@ -156,10 +174,14 @@ impl VakMcp {
         }
         if let Some(Err(e)) = &record.journaled {
             // An acknowledged call always has its record: without one, the call is not answered
-            // as if it had gone well.
+            // as if it had gone well. A store out of reach is worth a retry.
             return Err(McpError::internal_error(
                 format!("the call's record could not be journaled: {e}"),
-                Some(serde_json::json!({ "call_id": record.call_id })),
+                Some(serde_json::json!({
+                    "call_id": record.call_id,
+                    "kind": e.kind(),
+                    "retryable": e.retryable(),
+                })),
             ));
         }
         if record

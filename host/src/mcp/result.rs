@@ -146,6 +146,9 @@ fn meta(record: &CallRecord) -> Value {
     let key = |k: &str| format!("{META_PREFIX}{k}");
     let mut m = serde_json::Map::new();
     m.insert(key("call_id"), json!(record.call_id));
+    // The budget session the call was charged to: sent back as `_meta["dev.vak/session"]`, the
+    // next call is charged to it too (on any node of a shared store).
+    m.insert(key("session"), json!(record.session_id));
     m.insert(key("status"), json!(record.status.as_str()));
     m.insert(key("stage"), json!(record.stage.as_str()));
     m.insert(

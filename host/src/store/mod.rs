@@ -1,0 +1,163 @@
+//! The store: the state that outlives a call, which on a shared store every node sees. Three
+//! pieces, one seam:
+//!
+//! | piece | [`Store::Local`] (default, no setup) | [`Store::Postgres`] (several nodes) |
+//! |---|---|---|
+//! | journal | SQLite file, one hash chain | one table, one hash chain per node, a global commit order |
+//! | revocations | a JSON-lines file (or memory) | a table; pushed by `LISTEN/NOTIFY`, polled as a safety net |
+//! | named session ledgers | in this process | rows charged atomically in the database |
+//!
+//! Every fault of the shared store is a typed [`StoreError`]; an unreachable database is
+//! `store_unavailable`, retryable (a host transport fault). See `docs/scale-out.md`.
+
+pub mod postgres;
+
+use crate::budget::Settlement;
+use crate::journal::{Entry, Filter, Journal, JournalError, Listed, Verification};
+use crate::record::CallRecord;
+use crate::revocation::Revocations;
+use std::sync::Arc;
+
+/// Why the store could not do what was asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be reached, or did not answer in time. The call may succeed once
+    /// it is back: a host transport fault, retryable.
+    #[error("the shared store is unavailable ({what}): {message}")]
+    Unavailable { what: &'static str, message: String },
+    /// The database answered with an error vak did not expect (a damaged schema, a defect).
+    #[error("the shared store refused {what}: {message}")]
+    Database { what: &'static str, message: String },
+    /// A write conflicted with one made at the same time (another process appending under
+    /// this node's name); the writer reads the head again and retries.
+    #[error("the shared store refused a conflicting {what}: {message}")]
+    Conflict { what: &'static str, message: String },
+    /// The store address cannot be used.
+    #[error("the store address is not usable: {0}")]
+    Config(String),
+    /// The database was migrated by a newer vak.
+    #[error(
+        "the database's schema is at version {found}, newer than this vak knows ({known}): upgrade vak on this node"
+    )]
+    SchemaTooNew { found: i32, known: i32 },
+}
+
+impl StoreError {
+    /// A stable snake_case name of the condition.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::Unavailable { .. } => "store_unavailable",
+            StoreError::Database { .. } => "store_failed",
+            StoreError::Conflict { .. } => "store_conflict",
+            StoreError::Config(_) => "store_config",
+            StoreError::SchemaTooNew { .. } => "store_schema_too_new",
+        }
+    }
+
+    /// Whether the same call, retried unchanged, could succeed: only when the database was
+    /// out of reach.
+    pub fn retryable(&self) -> bool {
+        matches!(self, StoreError::Unavailable { .. })
+    }
+}
+
+/// The default store: everything on this machine.
+#[derive(Clone)]
+pub struct Local {
+    /// `None`: records are not journaled (`--no-journal`).
+    pub journal: Option<Arc<Journal>>,
+    pub revocations: Arc<Revocations>,
+}
+
+/// Where the journal, the revocations and the session ledgers are kept.
+#[derive(Clone)]
+pub enum Store {
+    /// This process and its files: the SQLite journal, the revocations file, ledgers in memory.
+    Local(Local),
+    /// A PostgreSQL database shared by several nodes.
+    Postgres(Arc<postgres::PgStore>),
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store::Local(Local {
+            journal: None,
+            revocations: Arc::new(Revocations::in_memory()),
+        })
+    }
+}
+
+impl Store {
+    /// The revocations in force (for a shared store: this node's view, kept fresh).
+    pub fn revocations(&self) -> &Arc<Revocations> {
+        match self {
+            Store::Local(l) => &l.revocations,
+            Store::Postgres(p) => p.revocations(),
+        }
+    }
+
+    /// Whether records are journaled.
+    pub fn journals(&self) -> bool {
+        match self {
+            Store::Local(l) => l.journal.is_some(),
+            Store::Postgres(_) => true,
+        }
+    }
+
+    /// Append `record` (and, on a shared store, its ledger charge) and wait for the commit;
+    /// `None` when records are not journaled.
+    pub async fn append(
+        &self,
+        record: &CallRecord,
+        settlement: Option<Settlement>,
+    ) -> Option<Result<Entry, JournalError>> {
+        match self {
+            Store::Local(l) => Some(l.journal.as_ref()?.append_async(record).await),
+            Store::Postgres(p) => Some(p.append(record, settlement).await),
+        }
+    }
+
+    fn local_journal(&self) -> Result<&Journal, JournalError> {
+        match self {
+            Store::Local(l) => l.journal.as_deref().ok_or(JournalError::Off),
+            Store::Postgres(_) => Err(JournalError::Off),
+        }
+    }
+
+    /// Entries matching `filter`, newest first (on a shared store: every node's).
+    pub async fn list(&self, filter: &Filter) -> Result<Vec<Listed>, JournalError> {
+        match self {
+            Store::Postgres(p) => p.list(filter).await,
+            Store::Local(_) => self.local_journal()?.list(filter),
+        }
+    }
+
+    /// The record of `call_id`, as stored.
+    pub async fn show(&self, call_id: &str) -> Result<Option<String>, JournalError> {
+        match self {
+            Store::Postgres(p) => p.show(call_id).await,
+            Store::Local(_) => self.local_journal()?.show(call_id),
+        }
+    }
+
+    /// Walk every chain and every record's signature (by one of `trusted`, when given).
+    pub async fn verify(&self, trusted: &[String]) -> Result<Verification, JournalError> {
+        match self {
+            Store::Postgres(p) => p.verify(trusted).await,
+            Store::Local(_) => self.local_journal()?.verify_any(trusted),
+        }
+    }
+
+    /// Where the store is, for messages (a database address never shows its password).
+    pub fn describe(&self) -> String {
+        match self {
+            Store::Local(Local {
+                journal: Some(j), ..
+            }) => {
+                format!("sqlite {}", j.path().display())
+            }
+            Store::Local(Local { journal: None, .. }) => "local, no journal".to_string(),
+            Store::Postgres(p) => p.describe(),
+        }
+    }
+}

@@ -1,0 +1,413 @@
+//! The shared journal: one hash chain per node, one writer per node committing every record
+//! waiting (with the ledger charges they carry) as one statement, and the walk that verifies every
+//! chain.
+
+use super::{Db, StoreError, big, describe};
+use crate::budget::Settlement;
+use crate::journal::{Entry, Head, JournalError, Row, Verification};
+use crate::record::CallRecord;
+use std::sync::atomic::Ordering;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// The most records one group commit takes.
+pub const MAX_BATCH: usize = 256;
+
+/// Walk every node's chain (links, hashes, gapless places, commit order) and every record's
+/// signature (by one of `trusted`, when given); name the first entry that does not check out.
+pub(super) async fn verify(db: &Db, trusted: &[String]) -> Result<Verification, JournalError> {
+    use futures::StreamExt as _;
+    let conn = db.conn("journal verify").await?;
+    let failed = |e: tokio_postgres::Error| {
+        JournalError::Store(StoreError::Unavailable {
+            what: "journal verify",
+            message: describe(&e),
+        })
+    };
+    // Streamed: a long journal is never held in memory at once.
+    let rows = conn
+        .client()
+        .query_raw(
+            "SELECT gseq, node, node_seq, call_id, record, prev_hash, hash
+             FROM vak_records ORDER BY node, node_seq",
+            std::iter::empty::<i64>(),
+        )
+        .await
+        .map_err(failed)?;
+    let mut rows = std::pin::pin!(rows);
+    let mut check = ChainCheck::default();
+    while let Some(row) = rows.next().await {
+        let row = row.map_err(failed)?;
+        let row = Stored {
+            gseq: row.get(0),
+            node: row.get(1),
+            node_seq: row.get(2),
+            call_id: row.get(3),
+            text: row.get(4),
+            prev_hash: row.get(5),
+            hash: row.get(6),
+        };
+        if let Some(why) = check.next(&row, trusted) {
+            return Ok(check.finish(Some((row.gseq, why))));
+        }
+    }
+    Ok(check.finish(None))
+}
+
+/// One stored journal row, as `verify` reads it.
+struct Stored {
+    gseq: i64,
+    node: String,
+    node_seq: i64,
+    call_id: String,
+    text: String,
+    prev_hash: String,
+    hash: String,
+}
+
+const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// An entry's hash: its chain's previous hash, its node and place, its record.
+fn chain_hash(prev: &str, node: &str, node_seq: i64, record: &str) -> String {
+    crate::digest::sha256_hex(format!("{prev}\n{node}\n{node_seq}\n{record}").as_bytes())
+}
+
+/// The walk of `verify`, one row at a time in (node, node_seq) order.
+#[derive(Default)]
+struct ChainCheck {
+    entries: u64,
+    heads: Vec<Head>,
+    /// The chain being walked: its node, last place, last hash and last global position.
+    current: Option<(String, i64, String, i64)>,
+}
+
+impl ChainCheck {
+    fn next(&mut self, row: &Stored, trusted: &[String]) -> Option<String> {
+        self.entries += 1;
+        let (expected_seq, prev, after_gseq) = match &self.current {
+            Some((node, seq, hash, gseq)) if *node == row.node => (seq + 1, hash.clone(), *gseq),
+            _ => {
+                self.close();
+                (1, GENESIS.to_string(), 0)
+            }
+        };
+        if row.node_seq != expected_seq {
+            return Some(format!(
+                "node {}: entry {expected_seq} of its chain is missing",
+                row.node
+            ));
+        }
+        if row.prev_hash != prev {
+            return Some(format!(
+                "node {} entry {}: its link to the previous entry is broken",
+                row.node, row.node_seq
+            ));
+        }
+        if row.gseq <= after_gseq {
+            return Some(format!(
+                "node {} entry {}: committed before the entry it follows",
+                row.node, row.node_seq
+            ));
+        }
+        if chain_hash(&row.prev_hash, &row.node, row.node_seq, &row.text) != row.hash {
+            return Some("its content does not match its hash".into());
+        }
+        let record: CallRecord = match serde_json::from_str(&row.text) {
+            Ok(r) => r,
+            Err(e) => return Some(format!("its record does not parse: {e}")),
+        };
+        if record.call_id != row.call_id {
+            return Some("its indexed call id differs from its record".into());
+        }
+        if let Err(e) = crate::signing::verify_any(&record, trusted) {
+            return Some(format!("its record's signature: {e}"));
+        }
+        self.current = Some((row.node.clone(), row.node_seq, row.hash.clone(), row.gseq));
+        None
+    }
+
+    fn close(&mut self) {
+        if let Some((node, seq, hash, _)) = self.current.take() {
+            self.heads.push(Head {
+                node: Some(node),
+                seq,
+                hash,
+            });
+        }
+    }
+
+    fn finish(mut self, first_bad: Option<(i64, String)>) -> Verification {
+        self.close();
+        Verification {
+            entries: self.entries,
+            first_bad,
+            heads: self.heads,
+        }
+    }
+}
+
+/// A record on its way to the writer.
+pub(super) struct Pending {
+    row: Row,
+    settlement: Option<Settlement>,
+    reply: oneshot::Sender<Result<Entry, JournalError>>,
+}
+
+impl Pending {
+    pub(super) fn new(
+        record: &CallRecord,
+        settlement: Option<Settlement>,
+        reply: oneshot::Sender<Result<Entry, JournalError>>,
+    ) -> Pending {
+        Pending {
+            row: Row::of(record),
+            settlement,
+            reply,
+        }
+    }
+}
+
+/// The one statement of a group commit: the ledger charges of the batch (sessions in order, so
+/// that two nodes' commits never wait on each other in a cycle) and its journal rows.
+const APPEND: &str = "
+WITH charged AS (
+    INSERT INTO vak_ledgers AS l (session_id, principal, calls_used, calls_reserved, fuel_used,
+        fuel_reserved, wall_ms_used, wall_ms_reserved, result_bytes_used, result_bytes_reserved)
+    SELECT s, min(p), vak_clamp(sum(cu)), -vak_clamp(sum(ch)), vak_clamp(sum(fu)),
+           -vak_clamp(sum(fh)), vak_clamp(sum(wu)), -vak_clamp(sum(wh)), vak_clamp(sum(ru)),
+           -vak_clamp(sum(rh))
+    FROM unnest($13::text[], $14::text[], $15::int8[], $16::int8[], $17::int8[], $18::int8[],
+                $19::int8[], $20::int8[], $21::int8[], $22::int8[])
+         AS u(s, p, cu, ch, fu, fh, wu, wh, ru, rh)
+    GROUP BY s ORDER BY s
+    ON CONFLICT (session_id) DO UPDATE SET
+        calls_used = vak_clamp(l.calls_used::numeric + EXCLUDED.calls_used),
+        calls_reserved = vak_clamp(l.calls_reserved::numeric + EXCLUDED.calls_reserved),
+        fuel_used = vak_clamp(l.fuel_used::numeric + EXCLUDED.fuel_used),
+        fuel_reserved = vak_clamp(l.fuel_reserved::numeric + EXCLUDED.fuel_reserved),
+        wall_ms_used = vak_clamp(l.wall_ms_used::numeric + EXCLUDED.wall_ms_used),
+        wall_ms_reserved = vak_clamp(l.wall_ms_reserved::numeric + EXCLUDED.wall_ms_reserved),
+        result_bytes_used = vak_clamp(l.result_bytes_used::numeric + EXCLUDED.result_bytes_used),
+        result_bytes_reserved =
+            vak_clamp(l.result_bytes_reserved::numeric + EXCLUDED.result_bytes_reserved),
+        updated_at = now()
+    WHERE l.principal IS NOT DISTINCT FROM EXCLUDED.principal
+    RETURNING 1
+)
+INSERT INTO vak_records (node, node_seq, call_id, tool, status, stage, principal, session_id,
+                         received_at, record, prev_hash, hash)
+SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[],
+                     $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
+RETURNING gseq, node_seq";
+
+/// The journal writer of one node: the only task that appends to its chain.
+pub(super) struct Writer {
+    db: Db,
+    node: String,
+    /// The chain's head (place, hash); `None` when it must be read again (at start, after a
+    /// fault, or when another process wrote under this node's name).
+    head: Option<(i64, String)>,
+}
+
+impl Writer {
+    pub(super) fn new(db: Db, node: String) -> Writer {
+        Writer {
+            db,
+            node,
+            head: None,
+        }
+    }
+
+    pub(super) async fn run(
+        mut self,
+        mut queue: mpsc::UnboundedReceiver<Pending>,
+        stop: CancellationToken,
+    ) {
+        loop {
+            let first = tokio::select! {
+                // Records already queued are still committed before the writer stops.
+                biased;
+                p = queue.recv() => match p { Some(p) => p, None => return },
+                () = stop.cancelled() => {
+                    queue.close();
+                    continue;
+                }
+            };
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match queue.try_recv() {
+                    Ok(p) => batch.push(p),
+                    Err(_) => break,
+                }
+            }
+            let mut outcome = self.commit(&batch).await;
+            // Another process appended under this node's name: read the head, try again.
+            for _ in 0..3 {
+                match &outcome {
+                    Err(StoreError::Conflict { .. }) => {
+                        tracing::warn!(node = %self.node, "another process writes this node's chain: pass each node its own --node");
+                        outcome = self.commit(&batch).await;
+                    }
+                    _ => break,
+                }
+            }
+            match outcome {
+                Ok(entries) => {
+                    for (p, e) in batch.into_iter().zip(entries) {
+                        let _ = p.reply.send(Ok(e));
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, records = batch.len(), "journal commit failed");
+                    for p in batch {
+                        let _ = p.reply.send(Err(JournalError::Store(e.clone())));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Commit `batch` as one statement after the head; the entries, in the batch's order.
+    async fn commit(&mut self, batch: &[Pending]) -> Result<Vec<Entry>, StoreError> {
+        let head = match self.head.take() {
+            Some(h) => h,
+            None => self.read_head().await?,
+        };
+        let (mut seq, mut prev) = head;
+        let mut cols = Columns::default();
+        let mut entries = Vec::with_capacity(batch.len());
+        for p in batch {
+            seq += 1;
+            let hash = chain_hash(&prev, &self.node, seq, &p.row.text);
+            cols.push(&self.node, seq, p, &prev, &hash);
+            prev = hash.clone();
+            entries.push(Entry {
+                seq: 0,
+                hash,
+                node: Some((self.node.clone(), seq)),
+            });
+        }
+        let rows = self
+            .db
+            .with("journal commit", async move |c| {
+                let stmt = c.prepare_cached(APPEND).await?;
+                c.query(&stmt, &cols.params()).await
+            })
+            .await?;
+        self.db
+            .counters
+            .journal_commits
+            .fetch_add(1, Ordering::Relaxed);
+        self.db
+            .counters
+            .journal_records
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let first_seq = head.0 + 1;
+        for row in rows {
+            let (gseq, node_seq): (i64, i64) = (row.get(0), row.get(1));
+            if let Some(e) = usize::try_from(node_seq - first_seq)
+                .ok()
+                .and_then(|i| entries.get_mut(i))
+            {
+                e.seq = gseq;
+            }
+        }
+        self.head = Some((seq, prev));
+        Ok(entries)
+    }
+
+    async fn read_head(&self) -> Result<(i64, String), StoreError> {
+        let node = self.node.clone();
+        self.db
+            .with("journal head", async move |c| {
+                let row = c
+                    .query_opt(
+                        "SELECT node_seq, hash FROM vak_records WHERE node = $1
+                         ORDER BY node_seq DESC LIMIT 1",
+                        &[&node],
+                    )
+                    .await?;
+                Ok(row.map_or((0, GENESIS.to_string()), |r| (r.get(0), r.get(1))))
+            })
+            .await
+    }
+}
+
+/// The batch as column arrays (one `unnest` parameter each).
+#[derive(Default)]
+struct Columns {
+    node: Vec<String>,
+    node_seq: Vec<i64>,
+    call_id: Vec<String>,
+    tool: Vec<String>,
+    status: Vec<&'static str>,
+    stage: Vec<&'static str>,
+    principal: Vec<Option<String>>,
+    session: Vec<String>,
+    received_at: Vec<String>,
+    record: Vec<String>,
+    prev_hash: Vec<String>,
+    hash: Vec<String>,
+    // Ledger charges: session, principal, then used and held of calls, fuel, wall, result.
+    charge_session: Vec<String>,
+    charge_principal: Vec<Option<String>>,
+    charge: [Vec<i64>; 8],
+}
+
+impl Columns {
+    fn push(&mut self, node: &str, seq: i64, p: &Pending, prev: &str, hash: &str) {
+        self.node.push(node.to_string());
+        self.node_seq.push(seq);
+        let row = &p.row;
+        self.call_id.push(row.call_id.clone());
+        self.tool.push(row.tool.clone());
+        self.status.push(row.status);
+        self.stage.push(row.stage);
+        self.principal.push(row.principal.clone());
+        self.session.push(row.session.clone());
+        self.received_at.push(row.received_at.clone());
+        self.record.push(row.text.clone());
+        self.prev_hash.push(prev.to_string());
+        self.hash.push(hash.to_string());
+        if let Some(s) = &p.settlement {
+            self.charge_session.push(s.session.clone());
+            self.charge_principal.push(s.principal.clone());
+            let figures = [
+                s.used.calls,
+                s.held.calls,
+                s.used.fuel,
+                s.held.fuel,
+                s.used.wall_ms,
+                s.held.wall_ms,
+                s.used.result_bytes,
+                s.held.result_bytes,
+            ];
+            for (column, v) in self.charge.iter_mut().zip(figures) {
+                column.push(big(v));
+            }
+        }
+    }
+
+    fn params(&self) -> Vec<&(dyn tokio_postgres::types::ToSql + Sync)> {
+        let mut p: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+            &self.node,
+            &self.node_seq,
+            &self.call_id,
+            &self.tool,
+            &self.status,
+            &self.stage,
+            &self.principal,
+            &self.session,
+            &self.received_at,
+            &self.record,
+            &self.prev_hash,
+            &self.hash,
+            &self.charge_session,
+            &self.charge_principal,
+        ];
+        for c in &self.charge {
+            p.push(c);
+        }
+        p
+    }
+}

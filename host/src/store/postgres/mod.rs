@@ -1,0 +1,648 @@
+//! The shared store on PostgreSQL: several `vak serve` nodes, one database.
+//!
+//! - **Ledgers.** A reservation is one call of `vak_reserve`, a function that locks the
+//!   session's row and admits or refuses with the database's own figures (one round trip, atomic).
+//!   A session no cap applies to reserves nothing and costs no round trip. The charge of what a
+//!   call used is committed in the same statement as its journal entry.
+//! - **Journal.** One hash chain per node (`node`, `node_seq`), tied by a global identity
+//!   (`gseq`, the commit order across nodes). A node appends only to its own chain, so nodes never
+//!   wait for each other's head; `UNIQUE (node, node_seq)` makes a fork impossible even if two
+//!   processes share a node name (the second is told, reads the head again and retries). One
+//!   writer task per node commits every record waiting as one statement (group commit), and
+//!   answers no call before its record is committed.
+//! - **Revocations.** A row each; the insert notifies every listening node (`LISTEN/NOTIFY`), and
+//!   each node also polls as a safety net. A node whose view was not confirmed within its bound
+//!   refuses new calls (`store_unavailable`) rather than run one that may have been revoked.
+//!
+//! Every database fault becomes a typed [`StoreError`]; a connection that failed or timed out
+//! is dropped from the pool, so the node recovers by itself when the database is back.
+
+mod journal;
+mod ledger;
+mod revocations;
+
+pub use journal::MAX_BATCH;
+pub use ledger::SharedLedger;
+pub use revocations::RevocationKeeper;
+
+use crate::budget::{Ledger, Settlement};
+use crate::journal::{Entry, Filter, JournalError, Listed, Verification};
+use crate::record::CallRecord;
+use crate::revocation::Revocations;
+use crate::store::StoreError;
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use journal::{Pending, Writer};
+use revocations::Listener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::NoTls;
+use tokio_util::sync::CancellationToken;
+
+/// The schema, one migration a step; a database records the steps it has had in `vak_schema`.
+const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("0001_init.sql"))];
+
+/// How a node uses the shared store.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// This node's name: its journal chain (`--node`, `VAK_NODE`).
+    pub node: String,
+    /// How long a database operation may take before it counts as unavailable.
+    pub op_timeout: Duration,
+    /// How often revocations are polled besides `NOTIFY`.
+    pub poll: Duration,
+    /// How old this node's view of the revocations may grow before it refuses calls.
+    pub max_staleness: Duration,
+    /// Connections kept for reservations, reads and the journal writer.
+    pub pool_size: usize,
+    /// SHA-256 of the policy this node serves (shown by `vak store status`: every node of one
+    /// store should serve the same policy).
+    pub policy_sha256: Option<String>,
+    /// The public key that signs this node's records.
+    pub public_key: Option<String>,
+    /// Whether this process serves calls (and is listed among the store's nodes), or only
+    /// reads and administers the store (`vak audit`, `vak revoke`).
+    pub register: bool,
+}
+
+impl PgOptions {
+    /// Defaults for node `node`: 5 s operations, a poll every 500 ms, a 2 s staleness bound.
+    pub fn new(node: impl Into<String>) -> PgOptions {
+        PgOptions {
+            node: node.into(),
+            op_timeout: Duration::from_secs(5),
+            poll: Duration::from_millis(500),
+            max_staleness: Duration::from_secs(2),
+            pool_size: 16,
+            policy_sha256: None,
+            public_key: None,
+            register: true,
+        }
+    }
+}
+
+/// What `vak store status` shows.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StoreStatus {
+    pub schema_version: i32,
+    /// Every node that served from the store or wrote to its journal.
+    pub nodes: Vec<NodeStatus>,
+    pub revocations: i64,
+    pub sessions: i64,
+}
+
+/// One node of a shared store.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NodeStatus {
+    pub node: String,
+    pub started_at: Option<String>,
+    pub policy_sha256: Option<String>,
+    pub public_key: Option<String>,
+    pub vak_version: Option<String>,
+    /// Entries in its journal chain, and when the last was committed.
+    pub entries: i64,
+    pub last_commit: Option<String>,
+}
+
+/// Figures of this node's use of the database since it connected: the round trips of the call
+/// path (`reservations`, `journal_commits`) and of the background (`revocation_reads`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StoreStats {
+    pub reservations: u64,
+    pub journal_commits: u64,
+    pub journal_records: u64,
+    pub revocation_reads: u64,
+    pub notifications: u64,
+    pub failures: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    reservations: AtomicU64,
+    journal_commits: AtomicU64,
+    journal_records: AtomicU64,
+    revocation_reads: AtomicU64,
+    notifications: AtomicU64,
+    failures: AtomicU64,
+}
+
+/// A connection pool with the store's timeout and fault classification.
+#[derive(Clone)]
+pub(crate) struct Db {
+    pool: Pool,
+    op_timeout: Duration,
+    counters: Arc<Counters>,
+}
+
+/// A pooled connection that is given back to the pool only after it served without a fault.
+struct Conn(Option<Object>);
+
+impl Conn {
+    fn client(&self) -> &Object {
+        // Set at creation; taken only by `discard`, which consumes the value.
+        self.0.as_ref().expect("a live connection")
+    }
+
+    /// Drop the connection instead of returning it: it failed or may still be busy.
+    fn discard(mut self) {
+        if let Some(o) = self.0.take() {
+            drop(Object::take(o));
+        }
+    }
+}
+
+impl Db {
+    async fn conn(&self, what: &'static str) -> Result<Conn, StoreError> {
+        match tokio::time::timeout(self.op_timeout, self.pool.get()).await {
+            Ok(Ok(o)) => Ok(Conn(Some(o))),
+            Ok(Err(e)) => Err(self.fault(what, causes(&e), true)),
+            Err(_) => Err(self.timed_out(what)),
+        }
+    }
+
+    fn timed_out(&self, what: &'static str) -> StoreError {
+        self.fault(
+            what,
+            format!("no answer within {} ms", self.op_timeout.as_millis()),
+            true,
+        )
+    }
+
+    fn fault(&self, what: &'static str, message: String, unavailable: bool) -> StoreError {
+        self.counters.failures.fetch_add(1, Ordering::Relaxed);
+        if unavailable {
+            StoreError::Unavailable { what, message }
+        } else {
+            StoreError::Database { what, message }
+        }
+    }
+
+    /// Run `f` on a pooled connection within the timeout; a connection that failed is dropped.
+    async fn with<T, F>(&self, what: &'static str, f: F) -> Result<T, StoreError>
+    where
+        F: AsyncFnOnce(&Object) -> Result<T, tokio_postgres::Error>,
+    {
+        let conn = self.conn(what).await?;
+        match tokio::time::timeout(self.op_timeout, f(conn.client())).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                conn.discard();
+                if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
+                    return Err(StoreError::Conflict {
+                        what,
+                        message: describe(&e),
+                    });
+                }
+                Err(self.fault(what, describe(&e), unavailable(&e)))
+            }
+            Err(_) => {
+                conn.discard();
+                Err(self.timed_out(what))
+            }
+        }
+    }
+}
+
+/// Whether `e` means "out of reach" (retryable) rather than "refused": a broken connection, a
+/// server shutting down or starting, too many connections, a conflict to retry.
+fn unavailable(e: &tokio_postgres::Error) -> bool {
+    match e.as_db_error() {
+        None => true,
+        Some(db) => {
+            let code = db.code().code();
+            code.starts_with("08")
+                || code.starts_with("53")
+                || code.starts_with("57P")
+                || code == "40001"
+                || code == "40P01"
+        }
+    }
+}
+
+/// What went wrong, in the database's words where it answered (its message, SQLSTATE and
+/// constraint), else the driver's whole chain of causes.
+fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut m = format!("{} (SQLSTATE {})", db.message(), db.code().code());
+            if let Some(c) = db.constraint() {
+                m.push_str(&format!(", constraint {c}"));
+            }
+            m
+        }
+        None => causes(e),
+    }
+}
+
+/// An error and its causes, `: `-separated (drivers put the useful part in the causes).
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut m = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        m.push_str(": ");
+        m.push_str(&c.to_string());
+        cause = c.source();
+    }
+    m
+}
+
+/// A figure for a `bigint` column (the database has no unsigned type; nothing real is that big).
+fn big(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn small(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// The database address without its password, for messages.
+fn shown(config: &tokio_postgres::Config) -> String {
+    use tokio_postgres::config::Host;
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!(
+        "postgres://{}@{host}:{port}/{}",
+        config.get_user().unwrap_or(""),
+        config.get_dbname().unwrap_or("")
+    )
+}
+
+fn parse_config(url: &str) -> Result<tokio_postgres::Config, StoreError> {
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e: tokio_postgres::Error| StoreError::Config(e.to_string()))?;
+    if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+        return Err(StoreError::Config(
+            "sslmode=require: this vak connects without TLS; reach the database over loopback, a \
+             private network or a TLS tunnel, and leave sslmode out"
+                .into(),
+        ));
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(3));
+    }
+    config.keepalives(true);
+    config.keepalives_idle(Duration::from_secs(30));
+    Ok(config)
+}
+
+/// What `migrate` did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Migrated {
+    /// The schema version before.
+    pub from: i32,
+    /// The versions applied now (empty: it was up to date).
+    pub applied: Vec<i32>,
+}
+
+/// Bring the database at `url` to this vak's schema (under an advisory lock, so that nodes
+/// starting together migrate once). Refuses a database migrated by a newer vak.
+pub async fn migrate(url: &str) -> Result<Migrated, StoreError> {
+    let config = parse_config(url)?;
+    let unreachable = |e: tokio_postgres::Error| StoreError::Unavailable {
+        what: "migration",
+        message: describe(&e),
+    };
+    let (mut client, connection) = config.connect(NoTls).await.map_err(unreachable)?;
+    let driver = tokio::spawn(connection);
+    let failed = |e: tokio_postgres::Error| StoreError::Database {
+        what: "migration",
+        message: describe(&e),
+    };
+    // One constant lock id for every vak: its migrations are serialized.
+    const LOCK: i64 = 0x7661_6b5f_6d69_6772; // "vak_migr"
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&LOCK])
+        .await
+        .map_err(failed)?;
+    let done = async {
+        client
+            .batch_execute(
+                "CREATE TABLE IF NOT EXISTS vak_schema (
+                     version integer PRIMARY KEY,
+                     applied_at timestamptz NOT NULL DEFAULT now(),
+                     applied_by text NOT NULL
+                 )",
+            )
+            .await
+            .map_err(failed)?;
+        let from: i32 = client
+            .query_one("SELECT coalesce(max(version), 0) FROM vak_schema", &[])
+            .await
+            .map_err(failed)?
+            .get(0);
+        let known = MIGRATIONS.last().map_or(0, |m| m.0);
+        if from > known {
+            return Err(StoreError::SchemaTooNew { found: from, known });
+        }
+        let mut applied = Vec::new();
+        for (version, sql) in MIGRATIONS.iter().filter(|m| m.0 > from) {
+            let tx = client.transaction().await.map_err(failed)?;
+            tx.batch_execute(sql).await.map_err(failed)?;
+            tx.execute(
+                "INSERT INTO vak_schema (version, applied_by) VALUES ($1, $2)",
+                &[version, &format!("vak {}", env!("CARGO_PKG_VERSION"))],
+            )
+            .await
+            .map_err(failed)?;
+            tx.commit().await.map_err(failed)?;
+            applied.push(*version);
+        }
+        Ok(Migrated { from, applied })
+    }
+    .await;
+    let _ = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&LOCK])
+        .await;
+    drop(client);
+    let _ = driver.await;
+    done
+}
+
+/// A node's connection to the shared store.
+pub struct PgStore {
+    db: Db,
+    config: tokio_postgres::Config,
+    options: PgOptions,
+    revocations: Arc<Revocations>,
+    writer: mpsc::UnboundedSender<Pending>,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl PgStore {
+    /// Connect node `options.node` to the database at `url`: migrate it when needed, register
+    /// the node, read the revocations, then start the journal writer and the revocation
+    /// listener. Fails when the database cannot be reached now (a node starts only when it can
+    /// serve); once running, it rides out outages.
+    pub async fn connect(url: &str, options: PgOptions) -> Result<Arc<PgStore>, StoreError> {
+        if options.node.is_empty() || options.node.len() > 128 {
+            return Err(StoreError::Config(
+                "a node name is 1 to 128 characters".into(),
+            ));
+        }
+        let config = parse_config(url)?;
+        migrate(url).await?;
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(2))
+            .runtime(Runtime::Tokio1)
+            .create_timeout(Some(options.op_timeout))
+            .wait_timeout(Some(options.op_timeout))
+            .build()
+            .map_err(|e| StoreError::Config(e.to_string()))?;
+        let db = Db {
+            pool,
+            op_timeout: options.op_timeout,
+            counters: Arc::default(),
+        };
+        let revocations = Arc::new(Revocations::shared(
+            RevocationKeeper {
+                db: db.clone(),
+                node: options.node.clone(),
+            },
+            options.max_staleness,
+        ));
+        let (node, policy, key) = (
+            options.node.clone(),
+            options.policy_sha256.clone(),
+            options.public_key.clone(),
+        );
+        let register = options.register;
+        let others: Vec<(String, Option<String>)> = db
+            .with("node registration", async move |c| {
+                if !register {
+                    return Ok(Vec::new());
+                }
+                c.execute(
+                    "INSERT INTO vak_nodes (node, started_at, policy_sha256, public_key, vak_version)
+                     VALUES ($1, now(), $2, $3, $4)
+                     ON CONFLICT (node) DO UPDATE SET started_at = now(),
+                         policy_sha256 = EXCLUDED.policy_sha256, public_key = EXCLUDED.public_key,
+                         vak_version = EXCLUDED.vak_version",
+                    &[&node, &policy, &key, &env!("CARGO_PKG_VERSION")],
+                )
+                .await?;
+                let rows = c
+                    .query(
+                        "SELECT node, policy_sha256 FROM vak_nodes
+                         WHERE node <> $1 AND policy_sha256 IS DISTINCT FROM $2",
+                        &[&node, &policy],
+                    )
+                    .await?;
+                Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+            })
+            .await?;
+        for (other, digest) in others {
+            tracing::warn!(
+                node = %other,
+                policy = digest.as_deref().unwrap_or("-"),
+                "another node of this store registered a different policy: session budgets are \
+                 shared, so every node should serve the same policy"
+            );
+        }
+        let shutdown = CancellationToken::new();
+        let (writer, queue) = mpsc::unbounded_channel();
+        let store = Arc::new(PgStore {
+            db: db.clone(),
+            config,
+            options,
+            revocations,
+            writer,
+            shutdown: shutdown.clone(),
+        });
+        // The first read is not in the background: a node serves with a complete view.
+        let mut listener = Listener::new(
+            store.config.clone(),
+            store.revocations.clone(),
+            db.counters.clone(),
+            store.options.op_timeout,
+            store.options.poll,
+        );
+        listener.read_with_pool(&db).await?;
+        tokio::spawn(listener.run(shutdown.clone()));
+        tokio::spawn(Writer::new(db, store.options.node.clone()).run(queue, shutdown));
+        tracing::info!(store = %store.describe(), "connected to the shared store");
+        Ok(store)
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        &self.options.node
+    }
+
+    /// Where the store is and who this node is (never the password).
+    pub fn describe(&self) -> String {
+        format!("{} as node {}", shown(&self.config), self.options.node)
+    }
+
+    /// This node's view of the revocations.
+    pub fn revocations(&self) -> &Arc<Revocations> {
+        &self.revocations
+    }
+
+    /// Round trips and failures so far.
+    pub fn stats(&self) -> StoreStats {
+        let c = &self.db.counters;
+        StoreStats {
+            reservations: c.reservations.load(Ordering::Relaxed),
+            journal_commits: c.journal_commits.load(Ordering::Relaxed),
+            journal_records: c.journal_records.load(Ordering::Relaxed),
+            revocation_reads: c.revocation_reads.load(Ordering::Relaxed),
+            notifications: c.notifications.load(Ordering::Relaxed),
+            failures: c.failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The schema version, the nodes and their chains, the counts of revocations and sessions.
+    pub async fn status(&self) -> Result<StoreStatus, StoreError> {
+        self.db
+            .with("store status", async move |c| {
+                let version: i32 = c
+                    .query_one("SELECT coalesce(max(version), 0) FROM vak_schema", &[])
+                    .await?
+                    .get(0);
+                let nodes = c
+                    .query(
+                        "SELECT node, n.started_at::text, n.policy_sha256, n.public_key,
+                                n.vak_version, coalesce(r.entries, 0), r.last_commit::text
+                         FROM vak_nodes n
+                         FULL JOIN (SELECT node, count(*) AS entries,
+                                           max(committed_at) AS last_commit
+                                    FROM vak_records GROUP BY node) r USING (node)
+                         ORDER BY node",
+                        &[],
+                    )
+                    .await?
+                    .iter()
+                    .map(|r| NodeStatus {
+                        node: r.get(0),
+                        started_at: r.get(1),
+                        policy_sha256: r.get(2),
+                        public_key: r.get(3),
+                        vak_version: r.get(4),
+                        entries: r.get(5),
+                        last_commit: r.get(6),
+                    })
+                    .collect();
+                let counts = c
+                    .query_one(
+                        "SELECT (SELECT count(*) FROM vak_revocations),
+                                (SELECT count(*) FROM vak_ledgers)",
+                        &[],
+                    )
+                    .await?;
+                Ok(StoreStatus {
+                    schema_version: version,
+                    nodes,
+                    revocations: counts.get(0),
+                    sessions: counts.get(1),
+                })
+            })
+            .await
+    }
+
+    /// The ledger of `session` (a row every node charges).
+    pub(crate) fn ledger(&self, session: &str, principal: Option<&str>) -> Ledger {
+        Ledger::shared(SharedLedger {
+            db: self.db.clone(),
+            session: session.to_string(),
+            principal: principal.map(str::to_string),
+        })
+    }
+
+    /// Append `record` (with its ledger charge) to this node's chain; answered once committed.
+    pub async fn append(
+        &self,
+        record: &CallRecord,
+        settlement: Option<Settlement>,
+    ) -> Result<Entry, JournalError> {
+        let (reply, answer) = oneshot::channel();
+        let pending = Pending::new(record, settlement, reply);
+        let gone = || JournalError::WriterGone {
+            path: self.describe(),
+        };
+        self.writer.send(pending).map_err(|_| gone())?;
+        answer.await.unwrap_or_else(|_| Err(gone()))
+    }
+
+    /// Entries matching `filter`, every node's, newest first.
+    pub async fn list(&self, filter: &Filter) -> Result<Vec<Listed>, JournalError> {
+        let f = filter.clone();
+        let limit = i64::from(f.limit.unwrap_or(100));
+        Ok(self
+            .db
+            .with("journal list", async move |c| {
+                let rows = c
+                    .query(
+                        "SELECT gseq, node, call_id, tool, status, stage, principal, received_at
+                         FROM vak_records
+                         WHERE ($1::text IS NULL OR tool = $1) AND ($2::text IS NULL OR status = $2)
+                           AND ($3::text IS NULL OR stage = $3) AND ($4::text IS NULL OR principal = $4)
+                           AND ($5::text IS NULL OR received_at >= $5)
+                         ORDER BY gseq DESC LIMIT $6",
+                        &[&f.tool, &f.status, &f.stage, &f.principal, &f.since, &limit],
+                    )
+                    .await?;
+                Ok(rows
+                    .iter()
+                    .map(|r| Listed {
+                        seq: r.get(0),
+                        node: Some(r.get(1)),
+                        call_id: r.get(2),
+                        tool: r.get(3),
+                        status: r.get(4),
+                        stage: r.get(5),
+                        principal: r.get(6),
+                        received_at: r.get(7),
+                    })
+                    .collect())
+            })
+            .await?)
+    }
+
+    /// The record of `call_id`, as stored.
+    pub async fn show(&self, call_id: &str) -> Result<Option<String>, JournalError> {
+        let id = call_id.to_string();
+        Ok(self
+            .db
+            .with("journal show", async move |c| {
+                let row = c
+                    .query_opt(
+                        "SELECT record FROM vak_records WHERE call_id = $1 ORDER BY gseq DESC LIMIT 1",
+                        &[&id],
+                    )
+                    .await?;
+                Ok(row.map(|r| r.get(0)))
+            })
+            .await?)
+    }
+
+    /// Walk every node's chain (links, hashes, gapless places, commit order) and every record's
+    /// signature (by one of `trusted`, when given); name the first entry that does not check out.
+    pub async fn verify(&self, trusted: &[String]) -> Result<Verification, JournalError> {
+        journal::verify(&self.db, trusted).await
+    }
+}

@@ -1,0 +1,208 @@
+//! Revocations in the shared store: recorded with a `NOTIFY`, applied by every node's listener
+//! at each notification and at every poll.
+
+use super::{Counters, Db, describe};
+use crate::revocation::{RevocationEntry, Revocations};
+use crate::store::StoreError;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_postgres::NoTls;
+use tokio_util::sync::CancellationToken;
+
+/// Records revocations in the shared store (the node's view applies them as it is told).
+#[derive(Clone)]
+pub struct RevocationKeeper {
+    pub(super) db: Db,
+    pub(super) node: String,
+}
+
+impl std::fmt::Debug for RevocationKeeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RevocationKeeper(node {})", self.node)
+    }
+}
+
+impl RevocationKeeper {
+    /// Insert `entry` and notify every listening node in the same statement; its id.
+    pub(crate) async fn insert(&self, entry: &RevocationEntry) -> Result<i64, StoreError> {
+        let text = serde_json::to_string(entry).unwrap_or_default();
+        let node = self.node.clone();
+        self.db
+            .with("revocation", async move |c| {
+                let row = c
+                    .query_one(
+                        "WITH r AS (INSERT INTO vak_revocations (entry, recorded_by)
+                                    VALUES ($1, $2) RETURNING id)
+                         SELECT id, pg_notify('vak_revocations', id::text) FROM r",
+                        &[&text, &node],
+                    )
+                    .await?;
+                Ok(row.get(0))
+            })
+            .await
+    }
+}
+
+/// Keeps a node's view of the revocations complete: `LISTEN` on a connection of its own, a read
+/// of what is new at each notification and at every poll, and a reconnection when it breaks.
+pub(super) struct Listener {
+    config: tokio_postgres::Config,
+    revocations: Arc<Revocations>,
+    counters: Arc<Counters>,
+    op_timeout: Duration,
+    poll: Duration,
+    /// The highest id applied.
+    last: i64,
+}
+
+const NEW_REVOCATIONS: &str = "SELECT id, entry FROM vak_revocations WHERE id > $1 ORDER BY id";
+
+impl Listener {
+    pub(super) fn new(
+        config: tokio_postgres::Config,
+        revocations: Arc<Revocations>,
+        counters: Arc<Counters>,
+        op_timeout: Duration,
+        poll: Duration,
+    ) -> Listener {
+        Listener {
+            config,
+            revocations,
+            counters,
+            op_timeout,
+            poll,
+            last: 0,
+        }
+    }
+
+    /// Apply rows of `vak_revocations` (id, entry) in order. A row that does not parse stops the
+    /// read there: the view is then not confirmed, and calls are refused once it is stale.
+    fn apply(&mut self, rows: &[tokio_postgres::Row]) -> bool {
+        for row in rows {
+            let id: i64 = row.get(0);
+            let text: String = row.get(1);
+            match serde_json::from_str::<RevocationEntry>(&text) {
+                Ok(entry) => {
+                    self.revocations.apply(Some(id), entry);
+                    self.last = id;
+                }
+                Err(e) => {
+                    tracing::error!(id, error = %e, "a revocation in the shared store does not parse; refusing calls until it is fixed");
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Read what is new on a connection of the pool (a node's first read, before it serves).
+    pub(super) async fn read_with_pool(&mut self, db: &Db) -> Result<(), StoreError> {
+        let conn = db.conn("revocations read").await?;
+        self.read(conn.client())
+            .await
+            .map_err(|message| StoreError::Unavailable {
+                what: "revocations read",
+                message,
+            })
+    }
+
+    async fn read(&mut self, client: &tokio_postgres::Client) -> Result<(), String> {
+        let started = Instant::now();
+        let rows = tokio::time::timeout(
+            self.op_timeout,
+            client.query(NEW_REVOCATIONS, &[&self.last]),
+        )
+        .await
+        .map_err(|_| "no answer in time".to_string())?
+        .map_err(|e| describe(&e))?;
+        self.counters
+            .revocation_reads
+            .fetch_add(1, Ordering::Relaxed);
+        if self.apply(&rows) {
+            self.revocations.confirm(started);
+        }
+        Ok(())
+    }
+
+    pub(super) async fn run(mut self, shutdown: CancellationToken) {
+        let mut backoff = Duration::from_millis(50);
+        while !shutdown.is_cancelled() {
+            match self.session(&shutdown).await {
+                Ok(()) => return,
+                Err(e) => {
+                    self.counters.failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(error = %e, "revocation listener lost the store; reconnecting");
+                }
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    /// One connection's life: listen, read, then read again at every notification and poll.
+    /// `Ok` only at shutdown.
+    async fn session(&mut self, shutdown: &CancellationToken) -> Result<(), String> {
+        use futures::StreamExt as _;
+        let connected = tokio::time::timeout(self.op_timeout, self.config.connect(NoTls))
+            .await
+            .map_err(|_| "connecting timed out".to_string())?;
+        let (client, mut connection) = connected.map_err(|e| describe(&e))?;
+        let (notified, mut notifications) = mpsc::unbounded_channel();
+        // The connection's driver: forwards notifications, ends when the connection does.
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        let driver = tokio::spawn(async move {
+            while let Some(message) = messages.next().await {
+                match message {
+                    Ok(tokio_postgres::AsyncMessage::Notification(_)) => {
+                        let _ = notified.send(());
+                    }
+                    Ok(_) => {}
+                    Err(e) => return describe(&e),
+                }
+            }
+            "the connection closed".to_string()
+        });
+        let _stop_driver = AbortOnDrop(driver.abort_handle());
+        tokio::time::timeout(
+            self.op_timeout,
+            client.batch_execute("LISTEN vak_revocations"),
+        )
+        .await
+        .map_err(|_| "LISTEN timed out".to_string())?
+        .map_err(|e| describe(&e))?;
+        // Listening now: whatever was recorded before is read here.
+        self.read(&client).await?;
+        let mut poll = tokio::time::interval(self.poll);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut driver = driver;
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                ended = &mut driver => {
+                    return Err(ended.unwrap_or_else(|e| e.to_string()));
+                }
+                Some(()) = notifications.recv() => {
+                    self.counters.notifications.fetch_add(1, Ordering::Relaxed);
+                    // Several notifications at once need one read.
+                    while notifications.try_recv().is_ok() {}
+                    self.read(&client).await?;
+                }
+                _ = poll.tick() => self.read(&client).await?,
+            }
+        }
+    }
+}
+
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
