@@ -1,10 +1,26 @@
-//! `vak-mcp-load`: drive any MCP server over stdio with `tools/call` and report what the server
-//! adds per call.
+//! `vak-mcp-load`: drive any MCP server with `tools/call` and report what the server adds per
+//! call, or how many calls a set of servers answers.
 //!
-//! - `sequential`: one call at a time; latency percentiles. With `--floor` the same client first
-//!   measures a canned responder (this binary's `respond` mode, which answers each request line
-//!   with a fixed result), so the server's own time is the difference of the two medians.
-//! - `pipelined`: `--inflight` calls outstanding at once; calls per second.
+//! - `sequential`: one call at a time over stdio; latency percentiles. With `--floor` the same
+//!   client first measures a canned responder (this binary's `respond` mode, which answers each
+//!   request line with a fixed result), so the server's own time is the difference of the two
+//!   medians.
+//! - `pipelined`: `--inflight` calls outstanding at once over stdio; calls per second.
+//! - `http`: stateless MCP (revision 2026-07-28, no handshake) over HTTP/1.1 to one or more
+//!   `vak serve --http` nodes: `--inflight` threads, each with one keep-alive connection, spread
+//!   over the `--url`s round-robin; calls per second, round-trip percentiles and what each call
+//!   came back as (ok, tool error by stage and kind, JSON-RPC error, HTTP status, transport
+//!   failure), in all and per node. A dropped connection is opened again, and the call it carried
+//!   counted as a transport error, never sent twice, so a node killed mid-run shows in the counts.
+//! - `scale`: how far vak scales out, in one table. Runs, one after another and each with fresh
+//!   `vak serve --http` nodes of the given `--vak` binary, `1 node, SQLite` (the baseline), then on
+//!   a throwaway PostgreSQL cluster (a fresh database each) `1 node`, `2 nodes`, and both again
+//!   with a capped session that every call is charged to (so every call reserves in the
+//!   database); drives each with the `http` mode's load and reports calls per second, the ratio
+//!   to the baseline, latency, errors, wall time, and the database statements per call of the
+//!   measured phase (from `pg_stat_statements`: reservations, journal group commits and records
+//!   per commit, revocation polls, other). Without PostgreSQL only the baseline runs. Exit status
+//!   1 when any configuration had an error.
 //!
 //! On a 2-core VM a ping-pong between processes on different CPUs costs tens of microseconds of
 //! wake-ups; pin both to one CPU for latency (`taskset -c 0 vak-mcp-load …`: the server inherits
@@ -13,9 +29,16 @@
 //! ```text
 //! vak-mcp-load --floor sequential --calls 2000 -- vak --no-journal serve
 //! vak-mcp-load pipelined --calls 20000 --inflight 32 -- vak serve
+//! vak-mcp-load http --url http://127.0.0.1:8080/mcp --url http://127.0.0.1:8081/mcp \
+//!     --inflight 32 --duration 60 --session load --progress --json
+//! cargo build --release -p vak-host -p vak-mcp-load && target/release/vak-mcp-load scale --vak target/release/vak
 //! ```
 
-use clap::{Parser, Subcommand};
+mod http;
+mod http_mode;
+mod scale;
+
+use clap::{CommandFactory, Parser, Subcommand};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -26,7 +49,8 @@ use std::time::{Duration, Instant};
 #[command(
     name = "vak-mcp-load",
     version,
-    about = "MCP stdio load generator: latency over a floor, throughput"
+    about = "MCP load generator: stdio latency over a floor and throughput, HTTP across nodes, \
+             scale-out of vak nodes"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -75,6 +99,11 @@ enum Mode {
     },
     /// Answer every request line on stdin with a canned result (the floor's server).
     Respond,
+    /// Stateless MCP (2026-07-28) over HTTP to one or more nodes: throughput, latency, outcomes.
+    Http(http_mode::HttpLoad),
+    /// Scale-out of vak: 1 node on SQLite, then 1 and 2 nodes on a throwaway PostgreSQL, without
+    /// and with a capped session; one table of throughput, latency and database statements.
+    Scale(scale::Scale),
 }
 
 struct Server {
@@ -318,6 +347,38 @@ fn respond() -> Result<(), String> {
 fn run(cli: Cli) -> Result<(), String> {
     match cli.mode {
         Mode::Respond => respond(),
+        Mode::Http(options) => {
+            let load = options.load();
+            if let Err(e) = load.check() {
+                Cli::command()
+                    .error(clap::error::ErrorKind::ValueValidation, e)
+                    .exit();
+            }
+            let report = http_mode::run(&load);
+            if options.json {
+                println!("{}", report.to_json());
+            } else {
+                print!("{}", report.table());
+            }
+            Ok(())
+        }
+        Mode::Scale(options) => {
+            if let Err(e) = options.check() {
+                Cli::command()
+                    .error(clap::error::ErrorKind::ValueValidation, e)
+                    .exit();
+            }
+            let summary = scale::run(&options)?;
+            if options.json {
+                println!("{}", summary.to_json());
+            } else {
+                print!("{}", summary.table());
+            }
+            if summary.failed() {
+                return Err("a configuration had errors (see above)".into());
+            }
+            Ok(())
+        }
         Mode::Sequential { target, floor } => {
             let floor_figures = if floor {
                 let me = std::env::current_exe().map_err(|e| e.to_string())?;
