@@ -432,3 +432,47 @@ async fn a_revocation_reaches_new_and_running_calls_on_every_node() {
         assert_eq!(again[0].revocations().list().len(), 2, "{name}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn migrations_apply_once_step_by_step_and_a_newer_schema_is_refused() {
+    let Some(cluster) = vak_tests::pg_cluster() else {
+        return;
+    };
+    let url = cluster.url();
+    let first = vak_host::store::postgres::migrate(&url).await.unwrap();
+    assert_eq!(first.from, 0);
+    let latest = *first.applied.last().expect("migrations applied");
+    let again = vak_host::store::postgres::migrate(&url).await.unwrap();
+    assert_eq!(
+        (again.from, again.applied.len()),
+        (latest, 0),
+        "applied once"
+    );
+
+    // A database one step behind gets the last step only.
+    cluster
+        .psql(&format!(
+            "DROP FUNCTION vak_reserve_batch; DELETE FROM vak_schema WHERE version = {latest}"
+        ))
+        .unwrap();
+    let step = vak_host::store::postgres::migrate(&url).await.unwrap();
+    assert_eq!((step.from, step.applied), (latest - 1, vec![latest]));
+
+    // A schema from a newer vak is refused rather than written to.
+    cluster
+        .psql("INSERT INTO vak_schema (version, applied_by) VALUES (99, 'a newer vak')")
+        .unwrap();
+    let err = PgStore::connect(&url, PgOptions::new("n"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), "store_schema_too_new", "{err}");
+    assert!(!err.retryable());
+
+    // A database out of reach at start: typed, retryable, never a panic.
+    cluster.stop().unwrap();
+    let err = PgStore::connect(&url, PgOptions::new("n"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), "store_unavailable", "{err}");
+    assert!(err.retryable());
+}

@@ -41,7 +41,10 @@ use tokio_postgres::NoTls;
 use tokio_util::sync::CancellationToken;
 
 /// The schema, one migration a step; a database records the steps it has had in `vak_schema`.
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("0001_init.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("0001_init.sql")),
+    (2, include_str!("0002_reserve_batch.sql")),
+];
 
 /// How a node uses the shared store.
 #[derive(Debug, Clone)]
@@ -106,10 +109,12 @@ pub struct NodeStatus {
 }
 
 /// Figures of this node's use of the database since it connected: the round trips of the call
-/// path (`reservations`, `journal_commits`) and of the background (`revocation_reads`).
+/// path (`reservation_batches` for `reservations`, `journal_commits` for `journal_records`) and
+/// of the background (`revocation_reads`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StoreStats {
     pub reservations: u64,
+    pub reservation_batches: u64,
     pub journal_commits: u64,
     pub journal_records: u64,
     pub revocation_reads: u64,
@@ -120,6 +125,7 @@ pub struct StoreStats {
 #[derive(Default)]
 struct Counters {
     reservations: AtomicU64,
+    reservation_batches: AtomicU64,
     journal_commits: AtomicU64,
     journal_records: AtomicU64,
     revocation_reads: AtomicU64,
@@ -371,6 +377,7 @@ pub struct PgStore {
     options: PgOptions,
     revocations: Arc<Revocations>,
     writer: mpsc::UnboundedSender<Pending>,
+    reserver: mpsc::UnboundedSender<ledger::Request>,
     shutdown: CancellationToken,
 }
 
@@ -465,12 +472,14 @@ impl PgStore {
         }
         let shutdown = CancellationToken::new();
         let (writer, queue) = mpsc::unbounded_channel();
+        let (reserver, reservations) = mpsc::unbounded_channel();
         let store = Arc::new(PgStore {
             db: db.clone(),
             config,
             options,
             revocations,
             writer,
+            reserver,
             shutdown: shutdown.clone(),
         });
         // The first read is not in the background: a node serves with a complete view.
@@ -483,6 +492,11 @@ impl PgStore {
         );
         listener.read_with_pool(&db).await?;
         tokio::spawn(listener.run(shutdown.clone()));
+        tokio::spawn(ledger::run_reserver(
+            db.clone(),
+            reservations,
+            shutdown.clone(),
+        ));
         tokio::spawn(Writer::new(db, store.options.node.clone()).run(queue, shutdown));
         tracing::info!(store = %store.describe(), "connected to the shared store");
         Ok(store)
@@ -508,6 +522,7 @@ impl PgStore {
         let c = &self.db.counters;
         StoreStats {
             reservations: c.reservations.load(Ordering::Relaxed),
+            reservation_batches: c.reservation_batches.load(Ordering::Relaxed),
             journal_commits: c.journal_commits.load(Ordering::Relaxed),
             journal_records: c.journal_records.load(Ordering::Relaxed),
             revocation_reads: c.revocation_reads.load(Ordering::Relaxed),
@@ -568,6 +583,7 @@ impl PgStore {
     pub(crate) fn ledger(&self, session: &str, principal: Option<&str>) -> Ledger {
         Ledger::shared(SharedLedger {
             db: self.db.clone(),
+            reserver: self.reserver.clone(),
             session: session.to_string(),
             principal: principal.map(str::to_string),
         })
