@@ -115,8 +115,6 @@ pub enum BudgetError {
         used: u64,
         reserved: u64,
     },
-    #[error("session `{session}` was opened on behalf of another principal")]
-    SessionPrincipal { session: String },
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
 }
@@ -131,7 +129,6 @@ impl StageError for BudgetError {
             BudgetError::SessionCalls { .. } => "session_calls_exhausted",
             BudgetError::ToolCalls { .. } => "tool_calls_exhausted",
             BudgetError::SessionExhausted { .. } => "session_budget_exhausted",
-            BudgetError::SessionPrincipal { .. } => "session_principal_mismatch",
             BudgetError::Store(e) => e.kind(),
         }
     }
@@ -152,7 +149,6 @@ impl StageError for BudgetError {
                 used,
                 reserved,
             } => json!({"resource": resource, "limit": limit, "used": used, "reserved": reserved}),
-            BudgetError::SessionPrincipal { session } => json!({"session": session}),
             BudgetError::Store(_) => serde_json::Value::Null,
         }
     }
@@ -160,8 +156,6 @@ impl StageError for BudgetError {
 
 #[derive(Debug, Default)]
 struct LedgerState {
-    /// The principal the session was opened for: a call on behalf of another is refused.
-    principal: Option<String>,
     used: Totals,
     reserved: Totals,
     /// Calls per tool, reserved ones included.
@@ -208,14 +202,14 @@ impl std::fmt::Debug for Ledger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.kind {
             LedgerKind::Memory(_) => f.write_str("Ledger(memory)"),
-            LedgerKind::Shared(s) => write!(f, "Ledger(shared {})", s.session),
+            LedgerKind::Shared(s) => write!(f, "Ledger(shared {})", s.key),
         }
     }
 }
 
 impl Default for Ledger {
     fn default() -> Self {
-        Ledger::memory(None)
+        Ledger::memory()
     }
 }
 
@@ -223,7 +217,8 @@ impl Default for Ledger {
 /// journal entry (one round trip for both): the reservation replaced by what was used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settlement {
-    pub session: String,
+    /// The ledger's key in the shared store (the session's principal and name).
+    pub ledger: String,
     pub principal: Option<String>,
     /// What the reservation held (zero when nothing was reserved: an uncapped session).
     pub held: Totals,
@@ -243,16 +238,7 @@ pub struct Reservation {
 /// The admission arithmetic, on the figures of one ledger: the limits `claim` may have, or the
 /// refusal. The shared store runs the same steps in the database (`vak_reserve`, tested by the
 /// same suite).
-fn admit_claim(
-    st: &LedgerState,
-    claim: &Claim<'_>,
-    session: &str,
-) -> Result<(Limits, Totals), BudgetError> {
-    if st.principal.as_deref() != claim.principal {
-        return Err(BudgetError::SessionPrincipal {
-            session: session.to_string(),
-        });
-    }
+fn admit_claim(st: &LedgerState, claim: &Claim<'_>) -> Result<(Limits, Totals), BudgetError> {
     let (caps, mut limits) = (claim.caps, claim.limits);
     let (used, reserved) = (st.used, st.reserved);
     if let Some(limit) = caps.calls
@@ -304,13 +290,10 @@ fn admit_claim(
 }
 
 impl Ledger {
-    /// A ledger kept in this process, for a session opened on behalf of `principal`.
-    pub fn memory(principal: Option<&str>) -> Ledger {
+    /// A ledger kept in this process.
+    pub fn memory() -> Ledger {
         Ledger {
-            kind: LedgerKind::Memory(Arc::new(Mutex::new(LedgerState {
-                principal: principal.map(str::to_string),
-                ..LedgerState::default()
-            }))),
+            kind: LedgerKind::Memory(Arc::default()),
         }
     }
 
@@ -336,15 +319,11 @@ impl Ledger {
     /// Admit `claim` against the session caps and reserve its limits; the limits may come back
     /// lower (what the session has left). Atomic: concurrent claims of one session (on any node
     /// of a shared store) never overrun it.
-    pub async fn reserve(
-        &self,
-        session: &str,
-        claim: &Claim<'_>,
-    ) -> Result<(Limits, Reservation), BudgetError> {
+    pub async fn reserve(&self, claim: &Claim<'_>) -> Result<(Limits, Reservation), BudgetError> {
         let (limits, held) = match &self.kind {
             LedgerKind::Memory(state) => {
                 let mut st = Self::lock(state);
-                let (limits, held) = admit_claim(&st, claim, session)?;
+                let (limits, held) = admit_claim(&st, claim)?;
                 st.reserved.add(&held);
                 *st.tool_calls.entry(claim.tool.to_string()).or_insert(0) += 1;
                 (limits, held)
@@ -384,7 +363,7 @@ impl Reservation {
                 None
             }
             LedgerKind::Shared(shared) => Some(Settlement {
-                session: shared.session.clone(),
+                ledger: shared.key.clone(),
                 principal: shared.principal.clone(),
                 held: self.held,
                 used,
@@ -419,7 +398,7 @@ impl Drop for Reservation {
             }
             // The reservation stays held in the database: charged in full, as above.
             LedgerKind::Shared(shared) => tracing::warn!(
-                session = %shared.session,
+                session = %shared.key,
                 "a call ended without settling: its reservation stays charged in full"
             ),
         }
@@ -449,10 +428,10 @@ mod tests {
             ..SessionCaps::default()
         };
         let c = claim("t", &caps, None);
-        let (l1, r1) = ledger.reserve("s", &c).await.unwrap();
+        let (l1, r1) = ledger.reserve(&c).await.unwrap();
         assert_eq!(l1.fuel, 1_000, "limited by what the session has left");
         // While the first holds its reservation, nothing is left for a second.
-        let err = ledger.reserve("s", &c).await.unwrap_err();
+        let err = ledger.reserve(&c).await.unwrap_err();
         assert_eq!(err.kind(), "session_budget_exhausted");
         assert_eq!(
             r1.settle(&Usage {
@@ -462,7 +441,7 @@ mod tests {
             None,
             "a ledger in memory is charged at once"
         );
-        let (l2, r2) = ledger.reserve("s", &c).await.unwrap();
+        let (l2, r2) = ledger.reserve(&c).await.unwrap();
         assert_eq!(l2.fuel, 700);
         r2.settle(&Usage {
             fuel: 10,
@@ -471,16 +450,8 @@ mod tests {
         let used = ledger.used().await.unwrap();
         assert_eq!((used.calls, used.fuel), (2, 310));
         assert_eq!(
-            ledger.reserve("s", &c).await.unwrap_err(),
+            ledger.reserve(&c).await.unwrap_err(),
             BudgetError::SessionCalls { limit: 2, used: 2 }
-        );
-        let other = Claim {
-            principal: Some("mallory"),
-            ..c
-        };
-        assert_eq!(
-            ledger.reserve("s", &other).await.unwrap_err().kind(),
-            "session_principal_mismatch"
         );
     }
 
@@ -488,10 +459,7 @@ mod tests {
     async fn per_tool_call_caps_and_dropped_reservations() {
         let ledger = Ledger::default();
         let caps = SessionCaps::default();
-        let (_, r) = ledger
-            .reserve("s", &claim("a", &caps, Some(1)))
-            .await
-            .unwrap();
+        let (_, r) = ledger.reserve(&claim("a", &caps, Some(1))).await.unwrap();
         drop(r);
         assert_eq!(
             ledger.used().await.unwrap().fuel,
@@ -500,16 +468,13 @@ mod tests {
         );
         assert_eq!(
             ledger
-                .reserve("s", &claim("a", &caps, Some(1)))
+                .reserve(&claim("a", &caps, Some(1)))
                 .await
                 .unwrap_err()
                 .kind(),
             "tool_calls_exhausted"
         );
-        let (_, r) = ledger
-            .reserve("s", &claim("b", &caps, Some(1)))
-            .await
-            .unwrap();
+        let (_, r) = ledger.reserve(&claim("b", &caps, Some(1))).await.unwrap();
         r.release();
         assert_eq!(ledger.used().await.unwrap().calls, 1);
     }

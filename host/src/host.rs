@@ -512,17 +512,17 @@ impl Host {
     /// nodes is a named session ([`Host::session_named`]).
     pub fn session(&self, principal: Option<&str>) -> Session {
         Session {
-            ledger: Ledger::memory(principal),
+            ledger: Ledger::memory(),
             host: self.clone(),
             id: format!("session_{}", uuid::Uuid::now_v7().simple()),
             principal: principal.map(str::to_string),
         }
     }
 
-    /// The session named `id` (opened on first use): calls that name it share one budget, on
-    /// every node of a shared store. It belongs to the principal it was opened for; a call on
-    /// behalf of another is refused at `budget`. A local store remembers the last
-    /// 10,000 named sessions.
+    /// The session named `id` of `principal` (opened on first use): calls that name it share one
+    /// budget, on every node of a shared store. Names are the principal's own: the same name on
+    /// behalf of another principal is another session. A local store remembers the last 10,000
+    /// named sessions.
     pub fn session_named(
         &self,
         id: &str,
@@ -535,11 +535,13 @@ impl Host {
         if !valid {
             return Err(InvalidSessionId(id.chars().take(160).collect()));
         }
+        // One ledger per principal and name, whatever either holds.
+        let key = serde_json::json!([principal, id]).to_string();
         let ledger = match &self.inner.store {
-            Store::Postgres(p) => p.ledger(id, principal),
+            Store::Postgres(p) => p.ledger(&key, principal),
             Store::Local(_) => {
                 let mut named = self.inner.named.lock().unwrap_or_else(|p| p.into_inner());
-                match named.ledgers.get(id) {
+                match named.ledgers.get(&key) {
                     Some(l) => l.clone(),
                     None => {
                         if named.order.len() >= MAX_NAMED_SESSIONS
@@ -547,9 +549,9 @@ impl Host {
                         {
                             named.ledgers.remove(&oldest);
                         }
-                        let l = Ledger::memory(principal);
-                        named.ledgers.insert(id.to_string(), l.clone());
-                        named.order.push_back(id.to_string());
+                        let l = Ledger::memory();
+                        named.ledgers.insert(key.clone(), l.clone());
+                        named.order.push_back(key);
                         l
                     }
                 }
@@ -771,7 +773,7 @@ impl Host {
             calls_per_session: tool.grant.caps.calls_per_session,
             limits: wanted,
         };
-        let (limits, reservation) = match session.ledger.reserve(&session.id, &claim).await {
+        let (limits, reservation) = match session.ledger.reserve(&claim).await {
             Ok(admitted) => admitted,
             Err(e) => return record.stop(CallError::from(&e), t.elapsed()),
         };

@@ -370,7 +370,7 @@ impl Columns {
         self.prev_hash.push(prev.to_string());
         self.hash.push(hash.to_string());
         if let Some(s) = &p.settlement {
-            self.charge_session.push(s.session.clone());
+            self.charge_session.push(s.ledger.clone());
             self.charge_principal.push(s.principal.clone());
             let figures = [
                 s.used.calls,

@@ -24,7 +24,8 @@ const RESERVE: &str = "SELECT i, refusal, resource, lim, used, reserved, fuel, w
 pub struct SharedLedger {
     pub(super) db: Db,
     pub(super) reserver: mpsc::UnboundedSender<Request>,
-    pub(crate) session: String,
+    /// The row's key: the session's principal and name (`["alice","conversation-1"]`).
+    pub(crate) key: String,
     pub(crate) principal: Option<String>,
 }
 
@@ -55,7 +56,7 @@ impl SharedLedger {
         let caps = claim.caps;
         let (reply, answer) = oneshot::channel();
         let request = Request {
-            session: self.session.clone(),
+            session: self.key.clone(),
             principal: claim.principal.map(str::to_string),
             tool: claim.tool.to_string(),
             caps: [
@@ -91,9 +92,6 @@ impl SharedLedger {
                 };
                 Ok((limits, Totals::held_for(&limits)))
             }
-            Some("session_principal") => Err(BudgetError::SessionPrincipal {
-                session: self.session.clone(),
-            }),
             Some("session_calls") => Err(BudgetError::SessionCalls {
                 limit: figure(0),
                 used: figure(1),
@@ -122,14 +120,14 @@ impl SharedLedger {
 
     /// What the session has used so far, on every node.
     pub(crate) async fn used(&self) -> Result<Totals, StoreError> {
-        let session = self.session.clone();
+        let key = self.key.clone();
         self.db
             .with("ledger read", async move |c| {
                 let row = c
                     .query_opt(
                         "SELECT calls_used, fuel_used, wall_ms_used, result_bytes_used
                          FROM vak_ledgers WHERE session_id = $1",
-                        &[&session],
+                        &[&key],
                     )
                     .await?;
                 Ok(row.map_or(Totals::default(), |r| Totals {

@@ -579,12 +579,12 @@ impl PgStore {
             .await
     }
 
-    /// The ledger of `session` (a row every node charges).
-    pub(crate) fn ledger(&self, session: &str, principal: Option<&str>) -> Ledger {
+    /// The ledger keyed `key` (a row every node charges), for a session of `principal`.
+    pub(crate) fn ledger(&self, key: &str, principal: Option<&str>) -> Ledger {
         Ledger::shared(SharedLedger {
             db: self.db.clone(),
             reserver: self.reserver.clone(),
-            session: session.to_string(),
+            key: key.to_string(),
             principal: principal.map(str::to_string),
         })
     }
