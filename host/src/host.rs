@@ -253,8 +253,21 @@ impl HostBuilder {
         let runtime = Runtime::new(self.settings)?;
         let mut tools = BTreeMap::new();
         let mut examinations = Vec::new();
-        for (source, bytes) in &self.sources {
-            let (mut exam, admitted) = runtime.admit(source, bytes, &self.policy).await;
+        // Components are admitted a few at a time (one per core, at least two): their compiles
+        // (each on a thread of its own, and parallel inside Cranelift) overlap with each other's
+        // serial parts, and a host with many tools does not start a compile thread for each at
+        // once. Verdicts come in the order the components were given, so a duplicate name is
+        // refused for the later one.
+        let at_once = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
+        let admitted_all: Vec<_> = {
+            use futures::StreamExt as _;
+            futures::stream::iter(&self.sources)
+                .map(|(source, bytes)| runtime.admit(source, bytes, &self.policy))
+                .buffered(at_once)
+                .collect()
+                .await
+        };
+        for (mut exam, admitted) in admitted_all {
             if let Some(tool) = admitted {
                 let name = tool.name().to_string();
                 match tools.entry(name) {

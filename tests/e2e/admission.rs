@@ -430,3 +430,39 @@ async fn a_tool_built_against_0_2_0_still_loads_and_runs() {
     let r = host.call(Proposal::new("clock", r#"{"zone":"UTC"}"#)).await;
     assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn components_admitted_together_keep_their_order_and_a_second_name_is_refused() {
+    let cache = tempfile::tempdir().unwrap();
+    let policy = "[tools.stats]\n[tools.clock]\ncapabilities.clock = { zones = [\"*\"] }\n";
+    // Admitted a few at a time: the verdicts still come in the order given.
+    let host = host_with(
+        &[
+            ("first-stats", bundled("stats")),
+            ("clock", bundled("clock")),
+            ("second-stats", bundled("stats")),
+            ("not-a-component", b"\0asm not really".to_vec()),
+        ],
+        policy,
+        cache.path(),
+    )
+    .await;
+    let sources: Vec<&str> = host
+        .examinations()
+        .iter()
+        .map(|e| e.source.as_str())
+        .collect();
+    assert_eq!(
+        sources,
+        ["first-stats", "clock", "second-stats", "not-a-component"]
+    );
+    assert!(matches!(
+        host.examinations()[0].verdict,
+        Verdict::Admitted { .. }
+    ));
+    let (kind, reason) = refusal(&host.examinations()[2]);
+    assert_eq!(kind, "duplicate_name");
+    assert!(reason.contains("stats"), "{reason}");
+    assert_eq!(refusal(&host.examinations()[3]).0, "compile_failed");
+    assert_eq!(host.tools().count(), 2);
+}
