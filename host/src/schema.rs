@@ -14,7 +14,7 @@
 
 use crate::stage::{Stage, StageError};
 use serde_json::{Map, Value, json};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 /// Keywords the boundary enforces.
@@ -122,86 +122,412 @@ pub enum SchemaCompileError {
     Malformed { pointer: String, message: String },
 }
 
-/// JSON types as JSON Schema names them.
+/// A set of JSON types as JSON Schema names them, one bit each: a `type` check is one mask test.
+/// The bits follow the order of `serde_json::Value`'s variants, so that a value's bit is computed
+/// from its variant without a jump.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JsonType {
-    Null,
-    Boolean,
-    Object,
-    Array,
-    Number,
-    Integer,
-    String,
-}
+struct Types(u8);
 
-impl JsonType {
-    fn parse(name: &str) -> Option<JsonType> {
+impl Types {
+    const NULL: u8 = 1;
+    const BOOLEAN: u8 = 1 << 1;
+    const NUMBER: u8 = 1 << 2;
+    const STRING: u8 = 1 << 3;
+    const ARRAY: u8 = 1 << 4;
+    const OBJECT: u8 = 1 << 5;
+    const INTEGER: u8 = 1 << 6;
+    /// No `type` keyword: every value passes.
+    const ANY: Types = Types(0x7f);
+    /// The `false` schema (and `"type": []`): no value passes.
+    const NONE: Types = Types(0);
+
+    fn parse(name: &str) -> Option<u8> {
         Some(match name {
-            "null" => JsonType::Null,
-            "boolean" => JsonType::Boolean,
-            "object" => JsonType::Object,
-            "array" => JsonType::Array,
-            "number" => JsonType::Number,
-            "integer" => JsonType::Integer,
-            "string" => JsonType::String,
+            "null" => Types::NULL,
+            "boolean" => Types::BOOLEAN,
+            "object" => Types::OBJECT,
+            "array" => Types::ARRAY,
+            "number" => Types::NUMBER,
+            "integer" => Types::INTEGER,
+            "string" => Types::STRING,
             _ => return None,
         })
     }
 
-    fn name(self) -> &'static str {
-        match self {
-            JsonType::Null => "null",
-            JsonType::Boolean => "boolean",
-            JsonType::Object => "object",
-            JsonType::Array => "array",
-            JsonType::Number => "number",
-            JsonType::Integer => "integer",
-            JsonType::String => "string",
-        }
-    }
-
+    #[inline(always)]
     fn matches(self, v: &Value) -> bool {
-        match (self, v) {
-            (JsonType::Null, Value::Null)
-            | (JsonType::Boolean, Value::Bool(_))
-            | (JsonType::Object, Value::Object(_))
-            | (JsonType::Array, Value::Array(_))
-            | (JsonType::Number, Value::Number(_))
-            | (JsonType::String, Value::String(_)) => true,
-            (JsonType::Integer, Value::Number(n)) => {
-                n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
-            }
-            _ => false,
+        let bit = match v {
+            Value::Null => Types::NULL,
+            Value::Bool(_) => Types::BOOLEAN,
+            Value::Number(_) => Types::NUMBER,
+            Value::String(_) => Types::STRING,
+            Value::Array(_) => Types::ARRAY,
+            Value::Object(_) => Types::OBJECT,
+        };
+        self.0 & bit != 0 || (self.0 & Types::INTEGER != 0 && is_integer(v))
+    }
+}
+
+/// `integer` is any number with no fractional part (`5.0` is one).
+fn is_integer(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
         }
+        _ => false,
     }
 }
 
 type NodeId = usize;
 
-/// One compiled subschema.
+/// String equality for the short strings of property names and enum members, without a call
+/// to `memcmp` (which costs more than the comparison itself at these lengths): up to 16 bytes,
+/// the first and last words are compared (overlapping when shorter than two words).
+#[inline(always)]
+fn same_str(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && ((a.len() > 16 && a == b) || same_short(a, b))
+}
+
+/// [`same_str`] for two byte strings of the same length, at most 16 (false for longer ones).
+#[inline(always)]
+fn same_short(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=8 => word4(a, 0) == word4(b, 0) && word4(a, n - 4) == word4(b, n - 4),
+        9..=16 => word8(a, 0) == word8(b, 0) && word8(a, n - 8) == word8(b, n - 8),
+        _ => false,
+    }
+}
+
+#[inline(always)]
+fn word4(s: &[u8], at: usize) -> u32 {
+    let mut w = [0; 4];
+    w.copy_from_slice(&s[at..at + 4]);
+    u32::from_le_bytes(w)
+}
+
+#[inline(always)]
+fn word8(s: &[u8], at: usize) -> u64 {
+    let mut w = [0; 8];
+    w.copy_from_slice(&s[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// `enum`, its members split by type: a string is only compared with the string members, any
+/// other value with the rest (by [`json_equal`]): a string never equals a non-string.
+#[derive(Debug, Clone)]
+struct Enumeration {
+    strings: Vec<String>,
+    others: Vec<Value>,
+    /// The list as written, for the message (compact JSON, rendered once at compile time).
+    text: String,
+}
+
+impl Enumeration {
+    fn new(list: &[Value]) -> Enumeration {
+        let (strings, others): (Vec<&Value>, Vec<&Value>) =
+            list.iter().partition(|v| v.is_string());
+        Enumeration {
+            strings: strings
+                .into_iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+            others: others.into_iter().cloned().collect(),
+            text: Value::Array(list.to_vec()).to_string(),
+        }
+    }
+
+    /// A short string (the usual enum member) is compared in a loop that calls nothing, and so
+    /// needs no registers saved; anything else is looked for out of line.
+    fn contains(&self, v: &Value) -> bool {
+        match v {
+            Value::String(s) if s.len() <= 16 => {
+                let s = s.as_bytes();
+                for a in &self.strings {
+                    if a.len() == s.len() && same_short(a.as_bytes(), s) {
+                        return true;
+                    }
+                }
+                false
+            }
+            _ => self.contains_other(v),
+        }
+    }
+
+    #[inline(never)]
+    fn contains_other(&self, v: &Value) -> bool {
+        match v {
+            Value::String(s) => self.strings.iter().any(|a| a == s),
+            _ => self.others.iter().any(|a| json_equal(a, v)),
+        }
+    }
+}
+
+/// One name an object's keywords mention: a declared property, or a required one that is not
+/// declared (then `additionalProperties`, if any, applies to it).
+#[derive(Debug, Clone)]
+struct Entry {
+    name: String,
+    /// The subschema the value is checked against: the declared one, else `additionalProperties`.
+    target: Option<NodeId>,
+    declared: bool,
+    required: bool,
+}
+
+/// A name's length with its first and last 8 bytes (or 4, or single bytes, overlapping when the
+/// name is short): two names of at most 16 bytes are equal exactly when their keys are; longer
+/// ones also need their bytes compared. It is what the property index hashes and compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Key {
+    len: usize,
+    head: u64,
+    tail: u64,
+}
+
+impl Key {
+    #[inline(always)]
+    fn of(name: &str) -> Key {
+        let b = name.as_bytes();
+        let n = b.len();
+        let (head, tail) = match n {
+            0 => (0, 0),
+            1..=3 => (
+                u64::from(b[0]) | u64::from(b[n / 2]) << 8 | u64::from(b[n - 1]) << 16,
+                0,
+            ),
+            4..=7 => (u64::from(word4(b, 0)), u64::from(word4(b, n - 4))),
+            _ => (word8(b, 0), word8(b, n - 8)),
+        };
+        Key { len: n, head, tail }
+    }
+
+    /// A slot in a table of `size` (a power of two): Fibonacci hashing of the three words.
+    #[inline(always)]
+    fn slot(self, size: usize) -> usize {
+        let mixed = (self.head ^ self.tail.rotate_left(32) ^ self.len as u64)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (mixed >> 32) as usize & (size - 1)
+    }
+}
+
+/// Name → position in an entry list, for objects with more entries than a scan suits: open
+/// addressing with linear probes, in a table at most half full. Only the schema's own names are
+/// ever inserted, at compile time: whatever keys an instance brings, a probe ends within the
+/// runs those names made.
+#[derive(Debug, Clone)]
+struct Index {
+    /// Each slot: the entry's position + 1, or 0 when empty.
+    slots: Vec<usize>,
+    /// The entries' keys, by position.
+    keys: Vec<Key>,
+}
+
+impl Index {
+    fn new(list: &[Entry]) -> Index {
+        let keys: Vec<Key> = list.iter().map(|e| Key::of(&e.name)).collect();
+        let size = (2 * list.len()).next_power_of_two();
+        let mut slots = vec![0; size];
+        for (i, key) in keys.iter().enumerate() {
+            let mut at = key.slot(size);
+            while slots[at] != 0 {
+                at = (at + 1) & (size - 1);
+            }
+            slots[at] = i + 1;
+        }
+        Index { slots, keys }
+    }
+
+    fn get(&self, list: &[Entry], name: &str) -> Option<usize> {
+        let key = Key::of(name);
+        let size = self.slots.len();
+        let mut at = key.slot(size);
+        loop {
+            let i = self.slots[at].checked_sub(1)?;
+            if self.keys[i] == key && (key.len <= 16 || list[i].name == name) {
+                return Some(i);
+            }
+            at = (at + 1) & (size - 1);
+        }
+    }
+}
+
+/// Up to this many entries, a lookup that missed the guess scans them; beyond, it goes through
+/// an [`Index`].
+const SCAN_MAX: usize = 8;
+
+/// The names an object schema mentions, for lookup by an instance's keys.
 #[derive(Debug, Clone, Default)]
+struct Entries {
+    /// Declared properties in the schema's order, then required names not declared.
+    list: Vec<Entry>,
+    /// Name → position in `list`, when the list is too long to scan.
+    index: Option<Index>,
+}
+
+impl Entries {
+    /// The entry for `name`. Arguments usually list their properties in the schema's order, so
+    /// the entry after the previous match (`next`) is tried first: then an object costs one
+    /// string comparison per property, whatever its size.
+    #[inline(always)]
+    fn find(&self, name: &str, next: &mut usize) -> Option<&Entry> {
+        if let Some(entry) = self.list.get(*next)
+            && same_str(&entry.name, name)
+        {
+            *next += 1;
+            return Some(entry);
+        }
+        self.search(name, next)
+    }
+
+    /// [`Entries::find`] when the guess missed.
+    #[inline(never)]
+    fn search(&self, name: &str, next: &mut usize) -> Option<&Entry> {
+        let at = match &self.index {
+            Some(index) => index.get(&self.list, name)?,
+            None => self.list.iter().position(|e| same_str(&e.name, name))?,
+        };
+        *next = at + 1;
+        Some(&self.list[at])
+    }
+}
+
+/// What a subschema checks beyond `type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Nothing: the common leaf, decided where it is reached, without a call.
+    Types,
+    /// `enum` and `const` only: a leaf, decided by a small function.
+    Values,
+    /// The object keywords only (the usual object schema).
+    Object,
+    /// Anything else (`$ref`, `items`, several kinds of keywords).
+    General,
+}
+
+/// One compiled subschema.
+#[derive(Debug, Clone)]
 struct Node {
     /// Its location in the schema document (JSON Pointer).
     location: String,
-    /// `false` schema: nothing is valid.
+    /// `false` schema: nothing is valid (its `types` are [`Types::NONE`] for the fast pass).
     reject_all: bool,
-    types: Option<Vec<JsonType>>,
-    /// Sorted by name (looked up by binary search).
+    /// [`Types::ANY`] without a `type` keyword.
+    types: Types,
+    /// The `type` names as listed, for the message (`"string or null"`).
+    types_text: String,
+    /// What is checked beyond `types`, to go straight to the code that checks it.
+    shape: Shape,
+    /// Whether an object value has anything to check (`properties`, `required`,
+    /// `additionalProperties`).
+    object_rules: bool,
+    /// Declared properties in the schema's order (compilation only; lookups use `entries`).
     properties: Vec<(String, NodeId)>,
-    required: Vec<String>,
+    /// As listed (in order, duplicates kept), each with its message, written at compile time.
+    required: Vec<(String, String)>,
+    /// How many distinct names `required` lists: an object that matched this many required
+    /// entries has them all.
+    required_count: usize,
+    entries: Entries,
     additional: Option<NodeId>,
-    enumeration: Option<Vec<Value>>,
+    enumeration: Option<Enumeration>,
     constant: Option<Value>,
     items: Option<NodeId>,
     reference: Option<NodeId>,
 }
 
+impl Default for Node {
+    fn default() -> Node {
+        Node {
+            location: String::new(),
+            reject_all: false,
+            types: Types::ANY,
+            types_text: String::new(),
+            shape: Shape::General,
+            object_rules: false,
+            properties: Vec::new(),
+            required: Vec::new(),
+            required_count: 0,
+            entries: Entries::default(),
+            additional: None,
+            enumeration: None,
+            constant: None,
+            items: None,
+            reference: None,
+        }
+    }
+}
+
 impl Node {
-    fn property(&self, name: &str) -> Option<NodeId> {
-        self.properties
-            .binary_search_by(|(p, _)| p.as_str().cmp(name))
-            .ok()
-            .map(|i| self.properties[i].1)
+    /// Whether every name `required` lists is a key of `map`, counted over the map's keys with
+    /// the entries (a string comparison each, usually) rather than by a lookup of each name in
+    /// the map (a SipHash each).
+    fn has_required(&self, map: &Map<String, Value>) -> bool {
+        let (mut next, mut present) = (0, 0);
+        for name in map.keys() {
+            if self
+                .entries
+                .find(name, &mut next)
+                .is_some_and(|e| e.required)
+            {
+                present += 1;
+                if present == self.required_count {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Build the lookup structures once every node (and so every `$ref`) is known.
+    fn finish(&mut self) {
+        let mut list: Vec<Entry> = self
+            .properties
+            .iter()
+            .map(|(name, id)| Entry {
+                name: name.clone(),
+                target: Some(*id),
+                declared: true,
+                required: false,
+            })
+            .collect();
+        // Each required name marks its declared entry, or adds one; counted once, however
+        // often it is listed.
+        let declared: HashMap<&str, usize> = self
+            .properties
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| (name.as_str(), i))
+            .collect();
+        let mut distinct = HashSet::new();
+        for (name, _) in &self.required {
+            if !distinct.insert(name.as_str()) {
+                continue;
+            }
+            match declared.get(name.as_str()) {
+                Some(&i) => list[i].required = true,
+                None => list.push(Entry {
+                    name: name.clone(),
+                    target: self.additional,
+                    declared: false,
+                    required: true,
+                }),
+            }
+        }
+        self.required_count = distinct.len();
+        let index = (list.len() > SCAN_MAX).then(|| Index::new(&list));
+        self.object_rules = !list.is_empty() || self.additional.is_some();
+        let values = self.enumeration.is_some() || self.constant.is_some();
+        let others = self.items.is_some() || self.reference.is_some();
+        self.shape = match (values, self.object_rules, others) {
+            (false, false, false) => Shape::Types,
+            (true, false, false) => Shape::Values,
+            (false, true, false) => Shape::Object,
+            _ => Shape::General,
+        };
+        self.entries = Entries { list, index };
     }
 }
 
@@ -224,6 +550,22 @@ struct Compiler<'a> {
 
 fn escape(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
+}
+
+/// Append `/token` to a JSON Pointer, escaped, without an intermediate string.
+fn push_token(pointer: &mut String, token: &str) {
+    pointer.push('/');
+    if !token.bytes().any(|b| b == b'~' || b == b'/') {
+        pointer.push_str(token);
+        return;
+    }
+    for c in token.chars() {
+        match c {
+            '~' => pointer.push_str("~0"),
+            '/' => pointer.push_str("~1"),
+            c => pointer.push(c),
+        }
+    }
 }
 
 fn malformed(pointer: &str, message: impl Into<String>) -> SchemaCompileError {
@@ -252,6 +594,7 @@ impl<'a> Compiler<'a> {
             Value::Bool(true) => return Ok(id),
             Value::Bool(false) => {
                 self.nodes[id].reject_all = true;
+                self.nodes[id].types = Types::NONE;
                 return Ok(id);
             }
             Value::Object(obj) => obj,
@@ -269,7 +612,7 @@ impl<'a> Compiler<'a> {
         for (key, value) in obj {
             let at = format!("{location}/{}", escape(key));
             match key.as_str() {
-                "type" => node.types = Some(compile_types(value, &at)?),
+                "type" => (node.types, node.types_text) = compile_types(value, &at)?,
                 "properties" => {
                     let props = value
                         .as_object()
@@ -287,7 +630,8 @@ impl<'a> Compiler<'a> {
                         let name = name
                             .as_str()
                             .ok_or_else(|| malformed(&at, "`required` must list strings"))?;
-                        node.required.push(name.to_string());
+                        let message = format!("the required property {name:?} is missing");
+                        node.required.push((name.to_string(), message));
                     }
                 }
                 "additionalProperties" => node.additional = Some(self.compile(value, at)?),
@@ -295,7 +639,7 @@ impl<'a> Compiler<'a> {
                     let list = value
                         .as_array()
                         .ok_or_else(|| malformed(&at, "`enum` must be an array"))?;
-                    node.enumeration = Some(list.clone());
+                    node.enumeration = Some(Enumeration::new(list));
                 }
                 "const" => node.constant = Some(value.clone()),
                 "items" => {
@@ -362,7 +706,8 @@ impl<'a> Compiler<'a> {
     }
 }
 
-fn compile_types(value: &Value, at: &str) -> Result<Vec<JsonType>, SchemaCompileError> {
+/// The type set, and the names as listed (joined for the message).
+fn compile_types(value: &Value, at: &str) -> Result<(Types, String), SchemaCompileError> {
     let names: Vec<&str> = match value {
         Value::String(s) => vec![s.as_str()],
         Value::Array(list) => list
@@ -379,10 +724,11 @@ fn compile_types(value: &Value, at: &str) -> Result<Vec<JsonType>, SchemaCompile
             ));
         }
     };
-    names
-        .into_iter()
-        .map(|n| JsonType::parse(n).ok_or_else(|| malformed(at, format!("unknown type {n:?}"))))
-        .collect()
+    let mut types = Types::NONE;
+    for n in &names {
+        types.0 |= Types::parse(n).ok_or_else(|| malformed(at, format!("unknown type {n:?}")))?;
+    }
+    Ok((types, names.join(" or ")))
 }
 
 fn percent_decode(s: &str) -> Option<String> {
@@ -434,7 +780,7 @@ impl CompiledSchema {
             }
         }
         for node in &mut c.nodes {
-            node.properties.sort_by(|a, b| a.0.cmp(&b.0));
+            node.finish();
         }
         let mut not_enforced = c.not_enforced;
         not_enforced.sort();
@@ -451,24 +797,52 @@ impl CompiledSchema {
         self.valid(0, instance)
     }
 
+    /// The check every subschema starts with, inlined where it is called: most leaves only
+    /// check a type, and are decided here without a call.
+    #[inline(always)]
     fn valid(&self, id: NodeId, value: &Value) -> bool {
         let node = &self.nodes[id];
-        if node.reject_all {
-            return false;
+        // The `false` schema has no types: this refuses it too.
+        node.types.matches(value) && (node.shape == Shape::Types || self.valid_rest(node, value))
+    }
+
+    /// `enum` and `const`.
+    #[inline(never)]
+    fn valid_value(&self, node: &Node, value: &Value) -> bool {
+        node.enumeration
+            .as_ref()
+            .is_none_or(|allowed| allowed.contains(value))
+            && node.constant.as_ref().is_none_or(|c| json_equal(c, value))
+    }
+
+    /// Everything but `type`. A small function that only dispatches: each shape's code is its
+    /// own function, and a leaf's call does not pay for the registers an object's loop needs.
+    #[inline(never)]
+    fn valid_rest(&self, node: &Node, value: &Value) -> bool {
+        if node.shape == Shape::Values {
+            self.valid_value(node, value)
+        } else if node.shape == Shape::Object {
+            match value {
+                Value::Object(map) => self.valid_object(node, map),
+                _ => true,
+            }
+        } else {
+            // `General`, or `Types` (which it passes: it finds nothing else to check).
+            self.valid_general(node, value)
         }
+    }
+
+    #[inline(never)]
+    fn valid_general(&self, node: &Node, value: &Value) -> bool {
         if let Some(target) = node.reference
             && !self.valid(target, value)
         {
             return false;
         }
         if node
-            .types
+            .enumeration
             .as_ref()
-            .is_some_and(|types| !types.iter().any(|t| t.matches(value)))
-            || node
-                .enumeration
-                .as_ref()
-                .is_some_and(|allowed| !allowed.iter().any(|a| json_equal(a, value)))
+            .is_some_and(|allowed| !allowed.contains(value))
             || node
                 .constant
                 .as_ref()
@@ -477,21 +851,38 @@ impl CompiledSchema {
             return false;
         }
         match value {
-            Value::Object(map) => {
-                node.required.iter().all(|name| map.contains_key(name))
-                    && map
-                        .iter()
-                        .all(|(name, v)| match node.property(name).or(node.additional) {
-                            Some(target) => self.valid(target, v),
-                            None => true,
-                        })
-            }
+            Value::Object(map) => !node.object_rules || self.valid_object(node, map),
             Value::Array(list) => match node.items {
                 Some(items) => list.iter().all(|item| self.valid(items, item)),
                 None => true,
             },
             _ => true,
         }
+    }
+
+    /// One pass over the instance's properties (never a lookup of each schema name in the
+    /// instance): every key finds its entry, and the required ones are counted as they pass.
+    #[inline(never)]
+    fn valid_object(&self, node: &Node, map: &Map<String, Value>) -> bool {
+        if map.len() < node.required_count {
+            return false;
+        }
+        let (mut next, mut required) = (0, 0);
+        for (name, value) in map {
+            let target = match node.entries.find(name, &mut next) {
+                Some(entry) => {
+                    required += usize::from(entry.required);
+                    entry.target
+                }
+                None => node.additional,
+            };
+            if let Some(target) = target
+                && !self.valid(target, value)
+            {
+                return false;
+            }
+        }
+        required == node.required_count
     }
 
     /// Validate any JSON value, reporting every violation (the first [`MAX_VIOLATIONS`] listed).
@@ -501,13 +892,18 @@ impl CompiledSchema {
         if self.is_valid(instance) {
             return Ok(());
         }
+        self.violations(instance)
+    }
+
+    /// The pass that names every violation, kept out of line: the valid path never sets it up.
+    #[inline(never)]
+    fn violations(&self, instance: &Value) -> Result<(), SchemaError> {
         let mut v = Validation {
             schema: self,
             violations: Vec::new(),
             more: 0,
         };
-        let mut path = String::new();
-        v.node(0, instance, &mut path);
+        v.node(0, instance, &Path::Root);
         if v.violations.is_empty() {
             Ok(())
         } else {
@@ -519,6 +915,80 @@ impl CompiledSchema {
     }
 }
 
+/// Where a value is in the instance: a chain of steps back to the root, each on the stack of
+/// the call that took it. It costs nothing to extend; it is written out as a JSON Pointer only
+/// for a violation that is listed.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    Root,
+    Property(&'a Path<'a>, &'a str),
+    Item(&'a Path<'a>, usize),
+}
+
+impl Path<'_> {
+    fn pointer(&self) -> String {
+        let mut pointer = String::with_capacity(self.estimated_len());
+        self.write(&mut pointer);
+        pointer
+    }
+
+    /// The pointer's length (without escapes, which are rare): one allocation, usually.
+    fn estimated_len(&self) -> usize {
+        match self {
+            Path::Root => 0,
+            Path::Property(parent, name) => parent.estimated_len() + 1 + name.len(),
+            Path::Item(parent, i) => parent.estimated_len() + 1 + digits(*i),
+        }
+    }
+
+    fn write(&self, pointer: &mut String) {
+        match self {
+            Path::Root => {}
+            Path::Property(parent, name) => {
+                parent.write(pointer);
+                push_token(pointer, name);
+            }
+            Path::Item(parent, i) => {
+                parent.write(pointer);
+                pointer.push('/');
+                // The decimal digits, last first (no formatting machinery for a number).
+                let (mut digits, mut at, mut i) = ([0; 20], 20, *i);
+                loop {
+                    at -= 1;
+                    digits[at] = b'0' + (i % 10) as u8;
+                    i /= 10;
+                    if i == 0 {
+                        break;
+                    }
+                }
+                pointer.extend(digits[at..].iter().map(|&d| char::from(d)));
+            }
+        }
+    }
+}
+
+/// `value` as compact JSON (as `{value}` would write it), followed by `rest`: written by the
+/// serializer into one buffer, which `format!` would grow a piece at a time.
+fn value_then(value: &Value, rest: &[&str]) -> String {
+    let mut message = serde_json::to_string(value).unwrap_or_default();
+    message.reserve(rest.iter().map(|s| s.len()).sum());
+    for s in rest {
+        message.push_str(s);
+    }
+    message
+}
+
+fn digits(mut i: usize) -> usize {
+    let mut n = 1;
+    while i >= 10 {
+        i /= 10;
+        n += 1;
+    }
+    n
+}
+
+/// The pass that names violations. It descends only into subschemas the fast pass refuses: a
+/// value the fast pass accepts has no violation to name.
 struct Validation<'s> {
     schema: &'s CompiledSchema,
     violations: Vec<Violation>,
@@ -526,23 +996,43 @@ struct Validation<'s> {
 }
 
 impl Validation<'_> {
-    fn fail(&mut self, path: &str, node: &Node, keyword: &str, message: String) {
-        self.record(path, format!("{}/{keyword}", node.location), message);
+    /// Record a violation of `node`'s `keyword`; the message is only written if it is listed.
+    fn fail(&mut self, path: &Path, node: &Node, keyword: &str, message: impl FnOnce() -> String) {
+        if self.violations.len() >= MAX_VIOLATIONS {
+            self.more += 1;
+            return;
+        }
+        let mut pointer = String::with_capacity(node.location.len() + 1 + keyword.len());
+        pointer.push_str(&node.location);
+        pointer.push('/');
+        pointer.push_str(keyword);
+        self.record(path, pointer, message());
     }
 
-    fn record(&mut self, path: &str, keyword: String, message: String) {
+    fn record(&mut self, path: &Path, keyword: String, message: String) {
         if self.violations.len() >= MAX_VIOLATIONS {
             self.more += 1;
             return;
         }
         self.violations.push(Violation {
-            instance: path.to_string(),
+            instance: path.pointer(),
             keyword,
             message,
         });
     }
 
-    fn node(&mut self, id: NodeId, value: &Value, path: &mut String) {
+    /// Whether the subschema surely has nothing to report on `value`, by the fast pass. An
+    /// array is not checked first: descending costs no more than the check (each item is
+    /// checked before it is descended into), and an invalid array is not walked twice.
+    #[inline(always)]
+    fn clean(&self, id: NodeId, value: &Value) -> bool {
+        let node = &self.schema.nodes[id];
+        node.types.matches(value)
+            && (node.shape == Shape::Types
+                || (!value.is_array() && self.schema.valid_rest(node, value)))
+    }
+
+    fn node(&mut self, id: NodeId, value: &Value, path: &Path) {
         let schema = self.schema;
         let node = &schema.nodes[id];
         if node.reject_all {
@@ -553,53 +1043,44 @@ impl Validation<'_> {
             );
             return;
         }
-        if let Some(target) = node.reference {
+        if let Some(target) = node.reference
+            && !self.clean(target, value)
+        {
             self.node(target, value, path);
         }
-        if let Some(types) = &node.types
-            && !types.iter().any(|t| t.matches(value))
-        {
-            let expected: Vec<&str> = types.iter().map(|t| t.name()).collect();
-            self.fail(
-                path,
-                node,
-                "type",
-                format!(
-                    "expected {}, found {}",
-                    expected.join(" or "),
-                    crate::proposal::json_type_name(value)
-                ),
-            );
+        if !node.types.matches(value) {
+            self.fail(path, node, "type", || {
+                let found = crate::proposal::json_type_name(value);
+                let mut message = String::with_capacity(17 + node.types_text.len() + found.len());
+                message.push_str("expected ");
+                message.push_str(&node.types_text);
+                message.push_str(", found ");
+                message.push_str(found);
+                message
+            });
         }
         if let Some(allowed) = &node.enumeration
-            && !allowed.iter().any(|a| json_equal(a, value))
+            && !allowed.contains(value)
         {
-            self.fail(
-                path,
-                node,
-                "enum",
-                format!("{value} is not one of {}", Value::Array(allowed.clone())),
-            );
+            self.fail(path, node, "enum", || {
+                value_then(value, &[" is not one of ", &allowed.text])
+            });
         }
         if let Some(c) = &node.constant
             && !json_equal(c, value)
         {
-            self.fail(
-                path,
-                node,
-                "const",
-                format!("{value} is not the required value {c}"),
-            );
+            self.fail(path, node, "const", || {
+                value_then(value, &[" is not the required value ", &c.to_string()])
+            });
         }
         match value {
             Value::Object(map) => self.object(node, map, path),
             Value::Array(list) => {
                 if let Some(items) = node.items {
                     for (i, item) in list.iter().enumerate() {
-                        let len = path.len();
-                        let _ = write!(path, "/{i}");
-                        self.node(items, item, path);
-                        path.truncate(len);
+                        if !self.clean(items, item) {
+                            self.node(items, item, &Path::Item(path, i));
+                        }
                     }
                 }
             }
@@ -607,37 +1088,38 @@ impl Validation<'_> {
         }
     }
 
-    fn object(&mut self, node: &Node, map: &Map<String, Value>, path: &mut String) {
-        for name in &node.required {
-            if !map.contains_key(name) {
-                self.fail(
-                    path,
-                    node,
-                    "required",
-                    format!("the required property {name:?} is missing"),
-                );
+    fn object(&mut self, node: &Node, map: &Map<String, Value>, path: &Path) {
+        // Each required name is looked up only if one is missing; whether one is, is counted as
+        // in the fast pass, unless the object has many more keys than the names to look up.
+        if !node.required.is_empty()
+            && (map.len() > 8 * node.required.len() || !node.has_required(map))
+        {
+            for (name, message) in &node.required {
+                if !map.contains_key(name) {
+                    self.fail(path, node, "required", || message.clone());
+                }
             }
         }
+        let schema = self.schema;
+        let mut next = 0;
         for (name, value) in map {
-            let declared = node.property(name);
-            let target = match declared {
-                Some(id) => id,
-                None => match node.additional {
-                    Some(id) => id,
-                    None => continue,
-                },
+            let (target, declared) = match node.entries.find(name, &mut next) {
+                Some(entry) => (entry.target, entry.declared),
+                None => (node.additional, false),
             };
-            let len = path.len();
-            path.push('/');
-            path.push_str(&escape(name));
-            if declared.is_none() && self.schema.nodes[target].reject_all {
-                // Name the keyword and the property: clearer than "no value is allowed here".
-                let message = format!("the property {name:?} is not allowed");
-                self.fail(path, node, "additionalProperties", message);
-            } else {
-                self.node(target, value, path);
+            let Some(target) = target else { continue };
+            if self.clean(target, value) {
+                continue;
             }
-            path.truncate(len);
+            let path = Path::Property(path, name);
+            if !declared && schema.nodes[target].reject_all {
+                // Name the keyword and the property: clearer than "no value is allowed here".
+                self.fail(&path, node, "additionalProperties", || {
+                    format!("the property {name:?} is not allowed")
+                });
+            } else {
+                self.node(target, value, &path);
+            }
         }
     }
 }
@@ -768,5 +1250,201 @@ mod tests {
             s.is_valid(&json!({"n": -1})),
             "minimum is not enforced, and says so"
         );
+    }
+
+    fn listed(s: &CompiledSchema, v: &Value) -> (Vec<(String, String, String)>, usize) {
+        match s.validate_value(v) {
+            Ok(()) => (Vec::new(), 0),
+            Err(SchemaError::Violations { violations, more }) => (
+                violations
+                    .into_iter()
+                    .map(|v| (v.instance, v.keyword, v.message))
+                    .collect(),
+                more,
+            ),
+        }
+    }
+
+    fn triple(instance: &str, keyword: &str, message: &str) -> (String, String, String) {
+        (instance.into(), keyword.into(), message.into())
+    }
+
+    #[test]
+    fn violations_keep_their_order_pointers_and_messages() {
+        let s = compile(json!({
+            "type": "object",
+            "required": ["a/b", "t~x", "gone"],
+            "properties": {
+                "a/b": {"type": ["string", "null"]},
+                "t~x": {"const": {"k": [1, 2.0]}},
+                "list": {"type": "array", "items": {"enum": ["gift", "a-rather-long-member", 3]}}
+            },
+            "additionalProperties": false
+        }));
+        let list: Vec<Value> = (0..13)
+            .map(|i| if i == 12 { json!("nope") } else { json!(3.0) })
+            .collect();
+        let (violations, more) = listed(
+            &s,
+            &json!({"a/b": 1, "t~x": {"k": [1, 2]}, "list": list, "x/y~z": true}),
+        );
+        assert_eq!(more, 0);
+        assert_eq!(
+            violations,
+            [
+                triple("", "/required", "the required property \"gone\" is missing"),
+                triple(
+                    "/a~1b",
+                    "/properties/a~1b/type",
+                    "expected string or null, found a number"
+                ),
+                triple(
+                    "/list/12",
+                    "/properties/list/items/enum",
+                    "\"nope\" is not one of [\"gift\",\"a-rather-long-member\",3]"
+                ),
+                triple(
+                    "/x~1y~0z",
+                    "/additionalProperties",
+                    "the property \"x/y~z\" is not allowed"
+                ),
+            ]
+        );
+        // A required name that is not declared is still refused by `additionalProperties`.
+        let (violations, _) = listed(&s, &json!({"a/b": null, "t~x": {"k": [1]}, "gone": 0}));
+        assert_eq!(
+            violations,
+            [
+                triple(
+                    "/t~0x",
+                    "/properties/t~0x/const",
+                    "{\"k\":[1]} is not the required value {\"k\":[1,2.0]}"
+                ),
+                triple(
+                    "/gone",
+                    "/additionalProperties",
+                    "the property \"gone\" is not allowed"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn properties_are_found_in_any_order_and_through_the_index() {
+        // More properties than a scan suits, a required name that is only checked by
+        // `additionalProperties`, and a duplicate in `required`.
+        let props: Map<String, Value> = (0..20)
+            .map(|i| (format!("p{i}"), json!({"type": "integer"})))
+            .collect();
+        let s = compile(json!({
+            "properties": props,
+            "required": ["p3", "extra", "p3", "p19"],
+            "additionalProperties": {"type": "string"}
+        }));
+        let mut all: Vec<(String, Value)> = (0..20).map(|i| (format!("p{i}"), json!(i))).collect();
+        all.push(("extra".into(), json!("x")));
+        for order in [false, true] {
+            let mut entries = all.clone();
+            if order {
+                entries.reverse();
+            }
+            let object = Value::Object(entries.into_iter().collect());
+            assert!(s.is_valid(&object), "{object}");
+        }
+        // Out of order, with the required names missing, an undeclared key of the wrong type
+        // and a declared one of the wrong type.
+        let (violations, _) = listed(&s, &json!({"p7": 1, "zz": 2, "p0": "0", "extra": 5}));
+        assert_eq!(
+            violations,
+            [
+                triple("", "/required", "the required property \"p3\" is missing"),
+                triple("", "/required", "the required property \"p3\" is missing"),
+                triple("", "/required", "the required property \"p19\" is missing"),
+                triple(
+                    "/zz",
+                    "/additionalProperties/type",
+                    "expected string, found a number"
+                ),
+                triple(
+                    "/p0",
+                    "/properties/p0/type",
+                    "expected integer, found a string"
+                ),
+                triple(
+                    "/extra",
+                    "/additionalProperties/type",
+                    "expected string, found a number"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn enum_and_const_compare_as_json_does() {
+        let s = compile(json!({"enum": [1, "gift", "a-rather-long-member", {"a": [1.0]}, null]}));
+        for ok in [
+            json!(1.0),
+            json!(1),
+            json!("gift"),
+            json!("a-rather-long-member"),
+            json!({"a": [1]}),
+            json!(null),
+        ] {
+            assert!(s.is_valid(&ok), "{ok}");
+        }
+        for bad in [
+            json!("gifu"),
+            json!("a-rather-long-membes"),
+            json!("1"),
+            json!(true),
+            json!({"a": [2]}),
+            json!([1]),
+        ] {
+            assert!(!s.is_valid(&bad), "{bad}");
+        }
+        let s = compile(json!({"const": 18446744073709551615u64}));
+        assert!(s.is_valid(&json!(18446744073709551615u64)));
+        assert!(!s.is_valid(&json!(-1)));
+    }
+
+    #[test]
+    fn the_cap_counts_what_it_does_not_list() {
+        let s = compile(json!({"type": "array", "items": {"type": "integer", "enum": [1, 2]}}));
+        let many = Value::Array((0..100).map(|i| json!(format!("s{i}"))).collect());
+        let (violations, more) = listed(&s, &many);
+        assert_eq!(violations.len(), MAX_VIOLATIONS);
+        assert_eq!(more, 200 - MAX_VIOLATIONS);
+        assert_eq!(
+            violations[1],
+            triple("/0", "/items/enum", "\"s0\" is not one of [1,2]")
+        );
+        assert_eq!(violations[63].0, "/31");
+    }
+
+    #[test]
+    fn short_strings_compare_and_key_as_equality_does() {
+        let base: String = (0..40).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        for len in 0..=40 {
+            let a = &base[..len];
+            let mut variants = vec![format!("{a}x")];
+            if len > 0 {
+                variants.push(base[..len - 1].to_string());
+            }
+            for at in 0..len {
+                let mut b = a.as_bytes().to_vec();
+                b[at] = b'#';
+                variants.push(String::from_utf8(b).unwrap());
+            }
+            assert!(same_str(a, a));
+            for b in &variants {
+                assert!(!same_str(a, b), "{a:?} {b:?}");
+                if len <= 16 && b.len() <= 16 {
+                    assert_ne!(Key::of(a), Key::of(b), "{a:?} {b:?}");
+                }
+                if len <= 16 && b.len() == len {
+                    assert!(!same_short(a.as_bytes(), b.as_bytes()), "{a:?} {b:?}");
+                }
+            }
+        }
     }
 }
