@@ -37,7 +37,8 @@ pub struct Case {
 }
 
 /// The schemas the validator is measured on: the bundled tools' input schemas (as admitted) and
-/// three larger ones (nested arrays of objects, enums, 60 properties).
+/// larger ones (nested arrays of objects, enums, 60 properties in the schema's order and in the
+/// reverse order).
 pub fn cases(host: &Host) -> Vec<Case> {
     let schema_of = |tool: &str| {
         host.tool(tool)
@@ -111,9 +112,17 @@ pub fn cases(host: &Host) -> Vec<Case> {
         },
         Case {
             name: "wide (60 properties)",
+            schema: json!({"type": "object", "required": ["field_0", "field_59"], "properties": wide_props.clone()}),
+            valid: Value::Object(wide_valid.clone()),
+            invalid: Value::Object(wide_invalid.clone()),
+        },
+        // The same, the arguments' keys in the reverse of the schema's order: vak's validator
+        // tries the schema's next property first, so this is its slow path.
+        Case {
+            name: "wide, keys reversed",
             schema: json!({"type": "object", "required": ["field_0", "field_59"], "properties": wide_props}),
-            valid: Value::Object(wide_valid),
-            invalid: Value::Object(wide_invalid),
+            valid: Value::Object(wide_valid.into_iter().rev().collect()),
+            invalid: Value::Object(wide_invalid.into_iter().rev().collect()),
         },
     ]
 }
