@@ -149,8 +149,7 @@ impl VakMcp {
                 ));
             }
         };
-        // The call runs on a task of its own: should the transport drop this request (a client
-        // gone, a cancellation), the call still finishes promptly and leaves its record.
+        // A cancellation from the client stops the guest at once; the record says `cancelled`.
         let cancel = context.ct.clone();
         // The request's own level (2026-07-28 `_meta`) wins over the connection's setLevel.
         let level = context
@@ -160,14 +159,16 @@ impl VakMcp {
             .or(*self.log_level.lock().unwrap_or_else(|p| p.into_inner()));
         let (channel, log_task) = client::McpChannel::new(context.peer.clone(), level, &name);
         let channel: Arc<dyn crate::capabilities::client::ClientChannel> = Arc::new(channel);
-        // The call's own task: it ends and journals its record even if this request is dropped.
-        let call =
-            tokio::spawn(async move { session.call_on_this_task(proposal, cancel, channel).await });
+        // Run here; should this request be dropped (a client gone), the call is finished on a
+        // task of its own, and still journals its record.
+        let call = crate::host::FinishOnDrop::new(
+            Box::pin(async move { session.call_on_this_task(proposal, cancel, channel).await }),
+            None,
+        );
         let record = match context.meta.get_progress_token() {
             None => call.await,
             Some(token) => report_progress(call, &context, token).await,
-        }
-        .map_err(|e| McpError::internal_error(format!("the call task failed: {e}"), None))?;
+        };
         if let Some(task) = log_task {
             // The call is over and its channel dropped: the log lines go out before the result.
             let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
@@ -209,10 +210,10 @@ impl VakMcp {
 /// Await `call`, sending `notifications/progress` every [`PROGRESS_INTERVAL`]: the progress is
 /// the seconds elapsed (there is no honest total to report before the tool says so).
 async fn report_progress(
-    mut call: tokio::task::JoinHandle<crate::CallRecord>,
+    mut call: crate::host::FinishOnDrop,
     context: &RequestContext<RoleServer>,
     token: rmcp::model::ProgressToken,
-) -> Result<crate::CallRecord, tokio::task::JoinError> {
+) -> crate::CallRecord {
     let started = Instant::now();
     let mut tick = tokio::time::interval_at(
         tokio::time::Instant::now() + PROGRESS_INTERVAL,
