@@ -2,7 +2,7 @@
 //! waiting (with the ledger charges they carry) as one statement, and the walk that verifies every
 //! chain.
 
-use super::{Db, StoreError, big, describe};
+use super::{Db, StoreError, big, describe, next_batch};
 use crate::budget::Settlement;
 use crate::journal::{Entry, Head, JournalError, Row, Verification};
 use crate::record::CallRecord;
@@ -223,23 +223,8 @@ impl Writer {
         mut queue: mpsc::UnboundedReceiver<Pending>,
         stop: CancellationToken,
     ) {
-        loop {
-            let first = tokio::select! {
-                // Records already queued are still committed before the writer stops.
-                biased;
-                p = queue.recv() => match p { Some(p) => p, None => return },
-                () = stop.cancelled() => {
-                    queue.close();
-                    continue;
-                }
-            };
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match queue.try_recv() {
-                    Ok(p) => batch.push(p),
-                    Err(_) => break,
-                }
-            }
+        // Records already queued are still committed before the writer stops.
+        while let Some(batch) = next_batch(&mut queue, &stop, MAX_BATCH).await {
             let mut outcome = self.commit(&batch).await;
             // Another process appended under this node's name: read the head, try again.
             for _ in 0..3 {

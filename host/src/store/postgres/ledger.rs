@@ -5,7 +5,7 @@
 //! trip, but a burst of calls shares one transaction and one commit instead of queueing on the
 //! session's row for a commit each.
 
-use super::{Db, big, small};
+use super::{Db, big, next_batch, small};
 use crate::budget::{BudgetError, Claim, Totals};
 use crate::record::Limits;
 use crate::store::StoreError;
@@ -147,22 +147,7 @@ pub(super) async fn run_reserver(
     mut queue: mpsc::UnboundedReceiver<Request>,
     stop: CancellationToken,
 ) {
-    loop {
-        let first = tokio::select! {
-            biased;
-            r = queue.recv() => match r { Some(r) => r, None => return },
-            () = stop.cancelled() => {
-                queue.close();
-                continue;
-            }
-        };
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match queue.try_recv() {
-                Ok(r) => batch.push(r),
-                Err(_) => break,
-            }
-        }
+    while let Some(batch) = next_batch(&mut queue, &stop, MAX_BATCH).await {
         match reserve_batch(&db, &batch).await {
             Ok(mut answers) => {
                 for (i, request) in batch.into_iter().enumerate() {

@@ -210,6 +210,31 @@ impl Db {
     }
 }
 
+/// The next group of a queue: wait for one item, then take every item already waiting (up to
+/// `max`), so that one statement serves them all. `None` once the queue is closed and empty;
+/// when `stop` fires, the queue is closed and what it holds is still handed out.
+async fn next_batch<T>(
+    queue: &mut mpsc::UnboundedReceiver<T>,
+    stop: &CancellationToken,
+    max: usize,
+) -> Option<Vec<T>> {
+    let first = loop {
+        tokio::select! {
+            biased;
+            item = queue.recv() => break item?,
+            () = stop.cancelled() => queue.close(),
+        }
+    };
+    let mut batch = vec![first];
+    while batch.len() < max {
+        match queue.try_recv() {
+            Ok(item) => batch.push(item),
+            Err(_) => break,
+        }
+    }
+    Some(batch)
+}
+
 /// Whether `e` means "out of reach" (retryable) rather than "refused": a broken connection, a
 /// server shutting down or starting, too many connections, a conflict to retry.
 fn unavailable(e: &tokio_postgres::Error) -> bool {
