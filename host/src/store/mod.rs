@@ -96,14 +96,6 @@ impl Store {
         }
     }
 
-    /// Whether records are journaled.
-    pub fn journals(&self) -> bool {
-        match self {
-            Store::Local(l) => l.journal.is_some(),
-            Store::Postgres(_) => true,
-        }
-    }
-
     /// Append `record` (and, on a shared store, its ledger charge) and wait for the commit;
     /// `None` when records are not journaled.
     pub async fn append(

@@ -6,7 +6,6 @@ use super::{Db, StoreError, big, describe, next_batch};
 use crate::budget::Settlement;
 use crate::journal::{Entry, Head, JournalError, Row, Verification};
 use crate::record::CallRecord;
-use std::sync::atomic::Ordering;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -279,14 +278,6 @@ impl Writer {
                 c.query(&stmt, &cols.params()).await
             })
             .await?;
-        self.db
-            .counters
-            .journal_commits
-            .fetch_add(1, Ordering::Relaxed);
-        self.db
-            .counters
-            .journal_records
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
         let first_seq = head.0 + 1;
         for row in rows {
             let (gseq, node_seq): (i64, i64) = (row.get(0), row.get(1));

@@ -9,7 +9,6 @@ use super::{Db, big, next_batch, small};
 use crate::budget::{BudgetError, Claim, Totals};
 use crate::record::Limits;
 use crate::store::StoreError;
-use std::sync::atomic::Ordering;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -179,12 +178,6 @@ async fn reserve_batch(db: &Db, batch: &[Request]) -> Result<Vec<Option<Answer>>
     let wanted: Vec<Vec<i64>> = (0..3)
         .map(|k| batch.iter().map(|r| r.wanted[k]).collect())
         .collect();
-    db.counters
-        .reservations
-        .fetch_add(batch.len() as u64, Ordering::Relaxed);
-    db.counters
-        .reservation_batches
-        .fetch_add(1, Ordering::Relaxed);
     let rows = db
         .with("budget reservation", async move |c| {
             let stmt = c.prepare_cached(RESERVE).await?;

@@ -34,7 +34,6 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, R
 use journal::{Pending, Writer};
 use revocations::Listener;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::NoTls;
@@ -108,37 +107,11 @@ pub struct NodeStatus {
     pub last_commit: Option<String>,
 }
 
-/// Figures of this node's use of the database since it connected: the round trips of the call
-/// path (`reservation_batches` for `reservations`, `journal_commits` for `journal_records`) and
-/// of the background (`revocation_reads`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct StoreStats {
-    pub reservations: u64,
-    pub reservation_batches: u64,
-    pub journal_commits: u64,
-    pub journal_records: u64,
-    pub revocation_reads: u64,
-    pub notifications: u64,
-    pub failures: u64,
-}
-
-#[derive(Default)]
-struct Counters {
-    reservations: AtomicU64,
-    reservation_batches: AtomicU64,
-    journal_commits: AtomicU64,
-    journal_records: AtomicU64,
-    revocation_reads: AtomicU64,
-    notifications: AtomicU64,
-    failures: AtomicU64,
-}
-
 /// A connection pool with the store's timeout and fault classification.
 #[derive(Clone)]
 pub(crate) struct Db {
     pool: Pool,
     op_timeout: Duration,
-    counters: Arc<Counters>,
 }
 
 /// A pooled connection that is given back to the pool only after it served without a fault.
@@ -162,25 +135,18 @@ impl Db {
     async fn conn(&self, what: &'static str) -> Result<Conn, StoreError> {
         match tokio::time::timeout(self.op_timeout, self.pool.get()).await {
             Ok(Ok(o)) => Ok(Conn(Some(o))),
-            Ok(Err(e)) => Err(self.fault(what, causes(&e), true)),
+            Ok(Err(e)) => Err(StoreError::Unavailable {
+                what,
+                message: causes(&e),
+            }),
             Err(_) => Err(self.timed_out(what)),
         }
     }
 
     fn timed_out(&self, what: &'static str) -> StoreError {
-        self.fault(
+        StoreError::Unavailable {
             what,
-            format!("no answer within {} ms", self.op_timeout.as_millis()),
-            true,
-        )
-    }
-
-    fn fault(&self, what: &'static str, message: String, unavailable: bool) -> StoreError {
-        self.counters.failures.fetch_add(1, Ordering::Relaxed);
-        if unavailable {
-            StoreError::Unavailable { what, message }
-        } else {
-            StoreError::Database { what, message }
+            message: format!("no answer within {} ms", self.op_timeout.as_millis()),
         }
     }
 
@@ -200,7 +166,12 @@ impl Db {
                         message: describe(&e),
                     });
                 }
-                Err(self.fault(what, describe(&e), unavailable(&e)))
+                let message = describe(&e);
+                Err(if unavailable(&e) {
+                    StoreError::Unavailable { what, message }
+                } else {
+                    StoreError::Database { what, message }
+                })
             }
             Err(_) => {
                 conn.discard();
@@ -448,7 +419,6 @@ impl PgStore {
         let db = Db {
             pool,
             op_timeout: options.op_timeout,
-            counters: Arc::default(),
         };
         let revocations = Arc::new(Revocations::shared(
             RevocationKeeper {
@@ -511,7 +481,6 @@ impl PgStore {
         let mut listener = Listener::new(
             store.config.clone(),
             store.revocations.clone(),
-            db.counters.clone(),
             store.options.op_timeout,
             store.options.poll,
         );
@@ -527,11 +496,6 @@ impl PgStore {
         Ok(store)
     }
 
-    /// This node's name.
-    pub fn node(&self) -> &str {
-        &self.options.node
-    }
-
     /// Where the store is and who this node is (never the password).
     pub fn describe(&self) -> String {
         format!("{} as node {}", shown(&self.config), self.options.node)
@@ -540,20 +504,6 @@ impl PgStore {
     /// This node's view of the revocations.
     pub fn revocations(&self) -> &Arc<Revocations> {
         &self.revocations
-    }
-
-    /// Round trips and failures so far.
-    pub fn stats(&self) -> StoreStats {
-        let c = &self.db.counters;
-        StoreStats {
-            reservations: c.reservations.load(Ordering::Relaxed),
-            reservation_batches: c.reservation_batches.load(Ordering::Relaxed),
-            journal_commits: c.journal_commits.load(Ordering::Relaxed),
-            journal_records: c.journal_records.load(Ordering::Relaxed),
-            revocation_reads: c.revocation_reads.load(Ordering::Relaxed),
-            notifications: c.notifications.load(Ordering::Relaxed),
-            failures: c.failures.load(Ordering::Relaxed),
-        }
     }
 
     /// The schema version, the nodes and their chains, the counts of revocations and sessions.

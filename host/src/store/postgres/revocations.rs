@@ -1,11 +1,10 @@
 //! Revocations in the shared store: recorded with a `NOTIFY`, applied by every node's listener
 //! at each notification and at every poll.
 
-use super::{Counters, Db, describe};
+use super::{Db, describe};
 use crate::revocation::{RevocationEntry, Revocations};
 use crate::store::StoreError;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_postgres::NoTls;
@@ -50,7 +49,6 @@ impl RevocationKeeper {
 pub(super) struct Listener {
     config: tokio_postgres::Config,
     revocations: Arc<Revocations>,
-    counters: Arc<Counters>,
     op_timeout: Duration,
     poll: Duration,
     /// The highest id applied.
@@ -63,14 +61,12 @@ impl Listener {
     pub(super) fn new(
         config: tokio_postgres::Config,
         revocations: Arc<Revocations>,
-        counters: Arc<Counters>,
         op_timeout: Duration,
         poll: Duration,
     ) -> Listener {
         Listener {
             config,
             revocations,
-            counters,
             op_timeout,
             poll,
             last: 0,
@@ -117,9 +113,6 @@ impl Listener {
         .await
         .map_err(|_| "no answer in time".to_string())?
         .map_err(|e| describe(&e))?;
-        self.counters
-            .revocation_reads
-            .fetch_add(1, Ordering::Relaxed);
         if self.apply(&rows) {
             self.revocations.confirm(started);
         }
@@ -132,7 +125,6 @@ impl Listener {
             match self.session(&shutdown).await {
                 Ok(()) => return,
                 Err(e) => {
-                    self.counters.failures.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(error = %e, "revocation listener lost the store; reconnecting");
                 }
             }
@@ -187,7 +179,6 @@ impl Listener {
                     return Err(ended.unwrap_or_else(|e| e.to_string()));
                 }
                 Some(()) = notifications.recv() => {
-                    self.counters.notifications.fetch_add(1, Ordering::Relaxed);
                     // Several notifications at once need one read.
                     while notifications.try_recv().is_ok() {}
                     self.read(&client).await?;
