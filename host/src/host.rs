@@ -11,7 +11,7 @@ use crate::policy::{Policy, PolicyError};
 use crate::proposal::{self, Proposal, ProposalError};
 use crate::record::{CallRecord, Status};
 use crate::result;
-use crate::revocation::Revocations;
+use crate::revocation::{Blocked, Revocations};
 use crate::signing::HostKey;
 use crate::stage::{CallError, Stage};
 use crate::store::Store;
@@ -932,21 +932,23 @@ impl Host {
         tool: &AdmittedTool,
         principal: Option<&str>,
     ) -> Result<(), PermissionError> {
-        let revocations = self.revocations();
-        if let Some(why) = revocations.unconfirmed() {
-            return Err(PermissionError::Store(
-                crate::store::StoreError::Unavailable {
-                    what: "revocations",
-                    message: why,
-                },
-            ));
-        }
-        if let Some(entry) = revocations.blocking_call(tool.name(), principal) {
-            return Err(PermissionError::Revoked {
-                what: entry.revocation.to_string(),
-                at: entry.at,
-                reason: entry.reason,
-            });
+        match self.revocations().blocking_call(tool.name(), principal) {
+            None => {}
+            Some(Blocked::Revoked(entry)) => {
+                return Err(PermissionError::Revoked {
+                    what: entry.revocation.to_string(),
+                    at: entry.at,
+                    reason: entry.reason,
+                });
+            }
+            Some(Blocked::Unconfirmed(why)) => {
+                return Err(PermissionError::Store(
+                    crate::store::StoreError::Unavailable {
+                        what: "revocations",
+                        message: why,
+                    },
+                ));
+            }
         }
         if !tool.grant.allows_principal(principal) {
             return Err(PermissionError::PrincipalNotAllowed {

@@ -46,6 +46,6 @@ pub use host::{Host, HostBuilder, HostError, InvalidSessionId, PermissionError, 
 pub use policy::Policy;
 pub use proposal::Proposal;
 pub use record::{CallRecord, Status};
-pub use revocation::{Revocation, Revocations};
+pub use revocation::{Blocked, Revocation, Revocations};
 pub use stage::{CallError, Stage};
 pub use store::{Store, StoreError};

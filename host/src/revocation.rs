@@ -74,6 +74,15 @@ pub enum RevocationError {
     Store(#[from] crate::store::StoreError),
 }
 
+/// What stops a call or a capability use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Blocked {
+    /// A revocation in force.
+    Revoked(RevocationEntry),
+    /// This node's shared view is too old to tell (why): nothing runs until it is confirmed.
+    Unconfirmed(String),
+}
+
 /// Where revocations are recorded.
 #[derive(Debug, Default)]
 enum Keeper {
@@ -174,7 +183,14 @@ impl Revocations {
         let id = match &self.keeper {
             Keeper::Memory => None,
             Keeper::File(path) => {
-                append_line(path, &entry)?;
+                // A synced write: off the async workers.
+                let (file, line) = (path.clone(), entry.clone());
+                tokio::task::spawn_blocking(move || append_line(&file, &line))
+                    .await
+                    .map_err(|e| RevocationError::Write {
+                        path: path.display().to_string(),
+                        source: std::io::Error::other(e.to_string()),
+                    })??;
                 None
             }
             Keeper::Shared(keeper) => Some(keeper.insert(&entry).await?),
@@ -201,10 +217,10 @@ impl Revocations {
     }
 
     /// Why this view cannot be trusted to hold every revocation now, if so: a shared view not
-    /// confirmed within its bound (the store is out of reach). Calls are refused meanwhile.
-    pub fn unconfirmed(&self) -> Option<String> {
+    /// confirmed within its bound (the store is out of reach).
+    fn unconfirmed(&self, st: &InForce) -> Option<String> {
         let bound = self.max_staleness?;
-        match self.read().confirmed {
+        match st.confirmed {
             Some(at) if at.elapsed() <= bound => None,
             Some(at) => Some(format!(
                 "the shared revocations were last confirmed {} ms ago (the bound is {} ms)",
@@ -220,38 +236,44 @@ impl Revocations {
         self.read().entries.clone()
     }
 
-    /// The revocation that stops a new call of `tool` for `principal`, if any.
-    pub fn blocking_call(&self, tool: &str, principal: Option<&str>) -> Option<RevocationEntry> {
-        self.read()
-            .entries
-            .iter()
-            .find(|e| match &e.revocation {
-                Revocation::Tool { tool: t } => t == tool,
-                Revocation::Principal { principal: p } => Some(p.as_str()) == principal,
-                Revocation::Capability { .. } => false,
-            })
-            .cloned()
+    /// What stops a new call of `tool` for `principal`, if anything: a revocation in force, or a
+    /// shared view too stale to tell (then every call is refused until the store answers).
+    pub fn blocking_call(&self, tool: &str, principal: Option<&str>) -> Option<Blocked> {
+        self.blocking(|r| match r {
+            Revocation::Tool { tool: t } => t == tool,
+            Revocation::Principal { principal: p } => Some(p.as_str()) == principal,
+            Revocation::Capability { .. } => false,
+        })
     }
 
-    /// The revocation that stops `tool` (for `principal`) from using `capability`, if any.
+    /// What stops `tool` (for `principal`) from using `capability` now, if anything.
     pub fn blocking_use(
         &self,
         tool: &str,
         principal: Option<&str>,
         capability: Capability,
-    ) -> Option<RevocationEntry> {
-        self.read()
-            .entries
+    ) -> Option<Blocked> {
+        self.blocking(|r| match r {
+            Revocation::Tool { tool: t } => t == tool,
+            Revocation::Principal { principal: p } => Some(p.as_str()) == principal,
+            Revocation::Capability {
+                tool: t,
+                capability: c,
+            } => t == tool && *c == capability,
+        })
+    }
+
+    /// One look at the view: stale, or the first revocation that `applies`.
+    fn blocking(&self, applies: impl Fn(&Revocation) -> bool) -> Option<Blocked> {
+        let st = self.read();
+        if let Some(why) = self.unconfirmed(&st) {
+            return Some(Blocked::Unconfirmed(why));
+        }
+        st.entries
             .iter()
-            .find(|e| match &e.revocation {
-                Revocation::Tool { tool: t } => t == tool,
-                Revocation::Principal { principal: p } => Some(p.as_str()) == principal,
-                Revocation::Capability {
-                    tool: t,
-                    capability: c,
-                } => t == tool && *c == capability,
-            })
+            .find(|e| applies(&e.revocation))
             .cloned()
+            .map(Blocked::Revoked)
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, InForce> {
@@ -329,5 +351,40 @@ mod tests {
         std::fs::write(&path, "{\"scope\":\"tool\"}\n").unwrap();
         let err = Revocations::open(&path).unwrap_err().to_string();
         assert!(err.contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn a_shared_view_too_old_to_tell_blocks_every_call_and_use() {
+        let bound = std::time::Duration::from_millis(50);
+        let view = Revocations {
+            max_staleness: Some(bound),
+            ..Revocations::default()
+        };
+        let unconfirmed = |b: Option<Blocked>| matches!(b, Some(Blocked::Unconfirmed(_)));
+        assert!(unconfirmed(view.blocking_call("clock", None)), "never read");
+        view.confirm(std::time::Instant::now());
+        assert_eq!(view.blocking_call("clock", None), None);
+        assert_eq!(view.blocking_use("clock", None, Capability::Clock), None);
+        view.apply(
+            Some(1),
+            RevocationEntry {
+                revocation: Revocation::Tool {
+                    tool: "clock".into(),
+                },
+                at: "now".into(),
+                reason: "test".into(),
+            },
+        );
+        assert!(matches!(
+            view.blocking_call("clock", None),
+            Some(Blocked::Revoked(_))
+        ));
+        std::thread::sleep(bound * 2);
+        assert!(unconfirmed(view.blocking_call("stats", None)), "stale");
+        assert!(unconfirmed(view.blocking_use(
+            "stats",
+            None,
+            Capability::Clock
+        )));
     }
 }

@@ -331,23 +331,21 @@ impl Broker {
                 capability.name()
             )));
         }
-        if let Some(why) = self.revocations.as_ref().and_then(|r| r.unconfirmed()) {
-            return Err(Refusal::Revoked(format!(
-                "this host cannot confirm that `{}` is not revoked now: {why}",
-                capability.name()
-            )));
-        }
-        if let Some(entry) = self
+        match self
             .revocations
             .as_ref()
             .and_then(|r| r.blocking_use(&grant.tool, self.principal.as_deref(), capability))
         {
-            return Err(Refusal::Revoked(format!(
+            None => Ok(grant),
+            Some(crate::revocation::Blocked::Revoked(entry)) => Err(Refusal::Revoked(format!(
                 "{} was revoked at {} ({})",
                 entry.revocation, entry.at, entry.reason
-            )));
+            ))),
+            Some(crate::revocation::Blocked::Unconfirmed(why)) => Err(Refusal::Revoked(format!(
+                "this host cannot confirm that `{}` is not revoked now: {why}",
+                capability.name()
+            ))),
         }
-        Ok(grant)
     }
 }
 
