@@ -6,6 +6,10 @@
 //!   request line with a fixed result), so the server's own time is the difference of the two
 //!   medians.
 //! - `pipelined`: `--inflight` calls outstanding at once over stdio; calls per second.
+//! - `inflight`: memory per call in flight over stdio: the server's RSS idle, with `--calls` K
+//!   calls sent at once and still running, and after they ended; `(in flight − idle) / K` is the
+//!   tool's touched memory plus the host's overhead per call (store, instance, fiber stack,
+//!   buffers). Linux only (RSS from `/proc`). See `inflight.rs`.
 //! - `http`: stateless MCP (revision 2026-07-28, no handshake) over HTTP/1.1 to one or more
 //!   `vak serve --http` nodes: `--inflight` threads, each with one keep-alive connection, spread
 //!   over the `--url`s round-robin; calls per second, round-trip percentiles and what each call
@@ -29,6 +33,8 @@
 //! ```text
 //! vak-mcp-load --floor sequential --calls 2000 -- vak --no-journal serve
 //! vak-mcp-load pipelined --calls 20000 --inflight 32 -- vak serve
+//! vak-mcp-load inflight --tool hostile --args '{"mode":"hold","n":8388608}' \
+//!     --warmup-args '{"mode":"ok"}' -- vak --no-journal --tools DIR --policy FILE serve
 //! vak-mcp-load http --url http://127.0.0.1:8080/mcp --url http://127.0.0.1:8081/mcp \
 //!     --inflight 32 --duration 60 --session load --progress --json
 //! cargo build --release -p vak-host -p vak-mcp-load && target/release/vak-mcp-load scale --vak target/release/vak
@@ -40,10 +46,11 @@ mod scale;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::io::{BufRead, BufWriter, Write};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use vak_mcp_load::inflight;
+use vak_mcp_load::stdio::{Server, read_responses, reap, request, succeeded, write_line};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -97,6 +104,8 @@ enum Mode {
         #[arg(long, default_value_t = 32)]
         inflight: usize,
     },
+    /// Memory per call in flight: RSS idle, with K calls running at once, and after (Linux).
+    Inflight(InflightArgs),
     /// Answer every request line on stdin with a canned result (the floor's server).
     Respond,
     /// Stateless MCP (2026-07-28) over HTTP to one or more nodes: throughput, latency, outcomes.
@@ -106,106 +115,57 @@ enum Mode {
     Scale(scale::Scale),
 }
 
-struct Server {
-    child: Child,
-    tx: BufWriter<ChildStdin>,
-    rx: BufReader<ChildStdout>,
-    line: String,
+/// What the `inflight` mode calls: meant for calls that hold memory until the server's wall-time
+/// limit ends them (their error answers are counted, not failures).
+#[derive(clap::Args, Debug)]
+struct InflightArgs {
+    /// The tool to call.
+    #[arg(long, default_value = "stats")]
+    tool: String,
+    /// Its arguments (a JSON object).
+    #[arg(long, default_value = r#"{"values":[3,1,2]}"#)]
+    args: String,
+    /// Arguments of the one warm-up call before the idle reading (default: --args). Use a quick
+    /// call when --args holds memory: its pool slot would keep that memory resident.
+    #[arg(long)]
+    warmup_args: Option<String>,
+    /// Calls sent at once (K).
+    #[arg(long, default_value_t = 32)]
+    calls: usize,
+    /// Milliseconds between sending them and reading RSS: every call must be running by then,
+    /// and none ended (keep it below the tool's wall-time limit).
+    #[arg(long, default_value_t = 1000)]
+    settle_ms: u64,
+    /// Seconds to wait for all answers after the in-flight reading.
+    #[arg(long, default_value_t = 120)]
+    answer_timeout_s: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// The server command and its arguments (after `--`).
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
 }
 
-impl Server {
-    fn start(command: &[String]) -> Result<Server, String> {
-        let (program, args) = command.split_first().ok_or("no server command given")?;
-        let mut child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start {program}: {e}"))?;
-        let tx = BufWriter::new(child.stdin.take().ok_or("no stdin")?);
-        let rx = BufReader::new(child.stdout.take().ok_or("no stdout")?);
-        let mut s = Server {
-            child,
-            tx,
-            rx,
-            line: String::new(),
+impl InflightArgs {
+    fn plan(&self) -> Result<inflight::Plan, String> {
+        let args: Value = serde_json::from_str(&self.args).map_err(|e| format!("--args: {e}"))?;
+        let warmup_args = match &self.warmup_args {
+            Some(w) => serde_json::from_str(w).map_err(|e| format!("--warmup-args: {e}"))?,
+            None => args.clone(),
         };
-        s.send(
-            &json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-            "protocolVersion":"2025-11-25","capabilities":{},
-            "clientInfo":{"name":"vak-mcp-load","version":env!("CARGO_PKG_VERSION")}}}),
-        )?;
-        s.read()?;
-        s.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))?;
-        Ok(s)
-    }
-
-    fn send(&mut self, v: &Value) -> Result<(), String> {
-        serde_json::to_writer(&mut self.tx, v).map_err(|e| e.to_string())?;
-        self.tx.write_all(b"\n").map_err(|e| e.to_string())?;
-        self.tx
-            .flush()
-            .map_err(|e| format!("the server closed its input: {e}"))
-    }
-
-    /// The next message line (notifications included).
-    fn read(&mut self) -> Result<&str, String> {
-        self.line.clear();
-        let n = self
-            .rx
-            .read_line(&mut self.line)
-            .map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Err("the server closed its output".into());
+        if self.calls == 0 {
+            return Err("--calls must be at least 1".into());
         }
-        Ok(&self.line)
+        Ok(inflight::Plan {
+            tool: self.tool.clone(),
+            args,
+            warmup_args,
+            calls: self.calls,
+            settle: Duration::from_millis(self.settle_ms),
+            answer_timeout: Duration::from_secs(self.answer_timeout_s),
+        })
     }
-
-    /// Read until the response to `id` (skipping notifications); whether it was a success.
-    fn response(&mut self, id: u64) -> Result<bool, String> {
-        loop {
-            let line = self.read()?;
-            let v: Value =
-                serde_json::from_str(line).map_err(|e| format!("not JSON from the server: {e}"))?;
-            if v["id"] == json!(id) && v.get("method").is_none() {
-                return Ok(v.get("result").is_some_and(|r| r["isError"] != json!(true)));
-            }
-        }
-    }
-}
-
-impl Server {
-    /// Close the server's input (an MCP server exits at EOF) and reap it.
-    fn stop(self) {
-        let Server { mut child, tx, .. } = self;
-        drop(tx);
-        if child.wait_timeout_ms(2000).is_none() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-trait WaitTimeout {
-    fn wait_timeout_ms(&mut self, ms: u64) -> Option<std::process::ExitStatus>;
-}
-
-impl WaitTimeout for Child {
-    fn wait_timeout_ms(&mut self, ms: u64) -> Option<std::process::ExitStatus> {
-        let until = Instant::now() + Duration::from_millis(ms);
-        while Instant::now() < until {
-            if let Ok(Some(status)) = self.try_wait() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        None
-    }
-}
-
-fn request(id: u64, tool: &str, args: &Value) -> Value {
-    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":args}})
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -258,38 +218,19 @@ fn pipelined(command: &[String], t: &Target, inflight: usize) -> Result<(f64, us
     let (permit_tx, permit_rx) = mpsc::channel::<Result<bool, String>>();
     let reader = std::thread::spawn(move || {
         let mut rx = rx;
-        let mut line = String::new();
-        let mut answered = 0;
-        while answered < total {
-            line.clear();
-            match rx.read_line(&mut line) {
-                Ok(0) | Err(_) => {
-                    let _ = permit_tx.send(Err("the server closed its output".into()));
-                    return;
-                }
-                Ok(_) => {}
-            }
-            let Ok(v) = serde_json::from_str::<Value>(&line) else {
-                let _ = permit_tx.send(Err(format!("not JSON from the server: {line}")));
-                return;
-            };
-            if v.get("id").is_some() && v.get("method").is_none() {
-                answered += 1;
-                let ok = v.get("result").is_some_and(|r| r["isError"] != json!(true));
-                if permit_tx.send(Ok(ok)).is_err() {
-                    return;
-                }
-            }
+        let read = read_responses(&mut rx, total, |v| {
+            permit_tx.send(Ok(succeeded(&v))).is_ok()
+        });
+        if let Err(e) = read {
+            let _ = permit_tx.send(Err(e));
         }
     });
     let mut sent = 0usize;
     let mut done = 0usize;
     let mut errors = 0usize;
     let mut started = Instant::now();
-    let send = |tx: &mut BufWriter<ChildStdin>, id: usize| -> Result<(), String> {
-        serde_json::to_writer(&mut *tx, &request(id as u64 + 1, &t.tool, &args))
-            .map_err(|e| e.to_string())?;
-        tx.write_all(b"\n").map_err(|e| e.to_string())?;
+    let send = |tx: &mut BufWriter<_>, id: usize| -> Result<(), String> {
+        write_line(tx, &request(id as u64 + 1, &t.tool, &args))?;
         tx.flush().map_err(|e| e.to_string())
     };
     while sent < inflight.min(total) {
@@ -315,11 +256,7 @@ fn pipelined(command: &[String], t: &Target, inflight: usize) -> Result<(f64, us
     let elapsed = started.elapsed().as_secs_f64();
     let _ = reader.join();
     drop(tx);
-    let mut child = child;
-    if child.wait_timeout_ms(2000).is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    reap(child);
     Ok((t.calls as f64 / elapsed, errors))
 }
 
@@ -347,6 +284,19 @@ fn respond() -> Result<(), String> {
 fn run(cli: Cli) -> Result<(), String> {
     match cli.mode {
         Mode::Respond => respond(),
+        Mode::Inflight(options) => {
+            let plan = options.plan()?;
+            let mut server = Server::start(&options.command)?;
+            let report = inflight::measure(&mut server, &plan);
+            server.stop();
+            let report = report?;
+            if options.json {
+                println!("{}", report.to_json());
+            } else {
+                print!("{}", report.table());
+            }
+            Ok(())
+        }
         Mode::Http(options) => {
             let load = options.load();
             if let Err(e) = load.check() {

@@ -4,8 +4,8 @@ use vak_guest::prelude::*;
 
 #[derive(Deserialize, JsonSchema)]
 pub struct Args {
-    /// spin | spin-host | sleep | grow | recurse | big-result | flood | handles | bulk-copy |
-    /// panic | ok (and the others below)
+    /// spin | spin-host | sleep | hold | grow | recurse | big-result | flood | handles |
+    /// bulk-copy | panic | ok (and the others below)
     pub mode: String,
     /// A size for modes that take one.
     #[serde(default)]
@@ -68,6 +68,17 @@ impl Tool for Hostile {
             "sleep" => {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
                 Ok(Output::markdown("woke up"))
+            }
+            "hold" => {
+                // `n` bytes, every 4 KiB page written (resident, not just reserved), held while
+                // the call sleeps until its wall-time limit ends it: memory per call in flight.
+                let mut held = vec![0u8; args.n as usize];
+                for page in held.chunks_mut(4096) {
+                    page[0] = 1;
+                }
+                std::hint::black_box(&mut held);
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                Ok(Output::markdown(format!("held {}", held.len())))
             }
             "grow" => {
                 let mut hoard: Vec<Vec<u8>> = Vec::new();
