@@ -27,7 +27,7 @@ use crate::{Host, Proposal, Session};
 #[allow(deprecated)] // logging/setLevel: deprecated by SEP-2577, spoken by 2025-11-25 clients
 use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
     PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
@@ -200,7 +200,7 @@ impl VakMcp {
         }
         let declared_output = self.catalog.with_output.contains(&name);
         let value = call_result(&record, declared_output);
-        let result: CallToolResult = serde_json::from_value(value).map_err(|e| {
+        let result = result::typed(value).map_err(|e| {
             McpError::internal_error(format!("cannot encode the result: {e}"), None)
         })?;
         Ok(result.into())

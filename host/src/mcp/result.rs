@@ -133,6 +133,27 @@ fn attachment_content(a: &crate::record::AttachmentRecord) -> Value {
     }
 }
 
+/// `value` (a [`call_result`]) as rmcp's type. The `_meta` and the structured content, most of a
+/// result, are moved rather than parsed again: under load, serde's round trip through the whole
+/// value took about 4 % of the server's time. Only the content items are converted.
+pub(crate) fn typed(value: Value) -> Result<rmcp::model::CallToolResult, serde_json::Error> {
+    let Value::Object(mut fields) = value else {
+        return serde_json::from_value(value);
+    };
+    // `resultType` is always `complete` here, the default.
+    let mut result = rmcp::model::CallToolResult::default();
+    if let Some(content) = fields.remove("content") {
+        result.content = serde_json::from_value(content)?;
+    }
+    result.structured_content = fields.remove("structuredContent");
+    result.is_error = fields.remove("isError").and_then(|v| v.as_bool());
+    result.meta = match fields.remove("_meta") {
+        Some(Value::Object(meta)) => Some(rmcp::model::MetaObject(meta)),
+        _ => None,
+    };
+    Ok(result)
+}
+
 fn error_result(text: String, meta: Value) -> Value {
     json!({
         "resultType": "complete",
@@ -170,4 +191,37 @@ fn meta(record: &CallRecord) -> Value {
         m.insert(key("error"), json!(e));
     }
     Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The moved conversion gives what serde's own `Deserialize` of the same value gives.
+    #[test]
+    fn typed_matches_serde() {
+        let meta = json!({ "dev.vak/call_id": "call_1", "dev.vak/usage": { "fuel": 7 } });
+        let values = [
+            json!({
+                "resultType": "complete",
+                "content": [
+                    { "type": "text", "text": "| a |" },
+                    { "type": "image", "data": "aGk=", "mimeType": "image/png" },
+                    { "type": "resource", "resource": { "uri": "file:///r", "mimeType": "text/plain", "text": "r" } },
+                ],
+                "isError": false,
+                "structuredContent": { "count": 3 },
+                "_meta": meta,
+            }),
+            error_result("refused".into(), meta.clone()),
+            json!({ "resultType": "complete", "content": [], "isError": true, "_meta": {} }),
+        ];
+        for v in values {
+            let serde: rmcp::model::CallToolResult =
+                serde_json::from_value(v.clone()).expect("serde");
+            let moved = typed(v.clone()).expect("typed");
+            assert_eq!(moved, serde, "{v}");
+            assert_eq!(serde_json::to_value(&moved).expect("json"), v);
+        }
+    }
 }
