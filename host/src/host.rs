@@ -295,7 +295,7 @@ impl HostBuilder {
                 examinations,
                 store: self.store,
                 named: std::sync::Mutex::default(),
-                key,
+                key: Arc::new(key),
                 registry: self.registry,
                 secrets: self.secrets,
                 approver: self.approver,
@@ -311,7 +311,7 @@ struct Inner {
     examinations: Vec<Examination>,
     store: Store,
     named: std::sync::Mutex<NamedSessions>,
-    key: HostKey,
+    key: Arc<HostKey>,
     registry: crate::registry::Registry,
     secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
     approver: Option<Arc<dyn crate::approval::Approver>>,
@@ -640,9 +640,13 @@ impl Host {
         if matches!(record.status, Status::ToolError | Status::Failed) {
             record.outcome = serde_json::json!({ "label": "failed", "payload_passed": false, "requirements": [] });
         }
-        self.inner.key.sign(&mut record);
-        // Committed before the call returns: an acknowledged call always has its record.
-        record.journaled = self.inner.store.append(&record, settlement).await;
+        // Signed and committed before the call returns: an acknowledged call always has its
+        // record.
+        record.journaled = self
+            .inner
+            .store
+            .sign_and_append(&mut record, &self.inner.key, settlement)
+            .await;
         if let Some(Err(e)) = &record.journaled {
             tracing::error!(call_id = %record.call_id, error = %e, "the record could not be journaled");
         }

@@ -9,6 +9,7 @@
 //! flush) per batch instead of per call. No caller hears back before its record is committed.
 
 use crate::record::CallRecord;
+use crate::signing::{HostKey, RecordSignature};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -139,9 +140,14 @@ pub(crate) struct Row {
 
 impl Row {
     pub(crate) fn of(record: &CallRecord) -> Row {
+        // A record holds only strings, numbers and JSON values: it always serializes.
+        Row::with_text(record, serde_json::to_string(record).unwrap_or_default())
+    }
+
+    /// The row of `record`, whose JSON is `text`.
+    fn with_text(record: &CallRecord, text: String) -> Row {
         Row {
-            // A record holds only strings, numbers and JSON values: it always serializes.
-            text: serde_json::to_string(record).unwrap_or_default(),
+            text,
             call_id: record.call_id.clone(),
             tool: record.tool.clone(),
             status: record.status.as_str(),
@@ -156,7 +162,23 @@ impl Row {
 /// A record on its way to the writer.
 struct Pending {
     row: Row,
-    reply: tokio::sync::oneshot::Sender<Result<Entry, JournalError>>,
+    /// Set when the writer is to sign the record, with the others of its commit.
+    sign: Option<ToSign>,
+    reply: tokio::sync::oneshot::Sender<Result<Committed, JournalError>>,
+}
+
+/// A record the writer signs: its digest (of `row.text`, which has `signature` null) and the key.
+struct ToSign {
+    digest: [u8; 32],
+    key: std::sync::Arc<HostKey>,
+    /// The signature, once made.
+    signed: Option<RecordSignature>,
+}
+
+/// What the writer answers: the record's place, and its signature when the writer signed it.
+struct Committed {
+    entry: Entry,
+    signature: Option<RecordSignature>,
 }
 
 /// An open journal.
@@ -268,13 +290,11 @@ impl Journal {
 
     fn submit(
         &self,
-        record: &CallRecord,
-    ) -> Result<tokio::sync::oneshot::Receiver<Result<Entry, JournalError>>, JournalError> {
+        row: Row,
+        sign: Option<ToSign>,
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<Committed, JournalError>>, JournalError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let pending = Pending {
-            row: Row::of(record),
-            reply,
-        };
+        let pending = Pending { row, sign, reply };
         let gone = || JournalError::WriterGone {
             path: self.path.display().to_string(),
         };
@@ -289,22 +309,47 @@ impl Journal {
 
     /// Append `record`; returns its place in the chain once it is committed.
     pub async fn append_async(&self, record: &CallRecord) -> Result<Entry, JournalError> {
-        let answer = self.submit(record)?;
-        answer.await.unwrap_or_else(|_| {
-            Err(JournalError::WriterGone {
-                path: self.path.display().to_string(),
-            })
-        })
+        let answer = self.submit(Row::of(record), None)?;
+        let committed = answer.await.unwrap_or_else(|_| Err(self.gone()))?;
+        Ok(committed.entry)
+    }
+
+    /// Sign `record` with `key` and append it. The writer signs every record of one commit
+    /// together (one signature for the batch, see [`crate::signing`]); a record committed alone
+    /// is signed by itself. Unless the commit fails, `record` carries its signature after.
+    pub async fn append_signing(
+        &self,
+        record: &mut CallRecord,
+        key: &std::sync::Arc<HostKey>,
+    ) -> Result<Entry, JournalError> {
+        record.signature = None;
+        // One serialization: its digest is what is signed, and the writer splices the
+        // signature into the same text.
+        let text = serde_json::to_string(&*record).unwrap_or_default();
+        let sign = ToSign {
+            digest: crate::signing::text_digest(&text),
+            key: key.clone(),
+            signed: None,
+        };
+        let answer = self.submit(Row::with_text(record, text), Some(sign))?;
+        let committed = answer.await.unwrap_or_else(|_| Err(self.gone()))?;
+        record.signature = committed.signature;
+        Ok(committed.entry)
+    }
+
+    fn gone(&self) -> JournalError {
+        JournalError::WriterGone {
+            path: self.path.display().to_string(),
+        }
     }
 
     /// Append `record` and wait for its commit (blocking the thread; not for async code).
     pub fn append(&self, record: &CallRecord) -> Result<Entry, JournalError> {
-        let answer = self.submit(record)?;
-        answer.blocking_recv().unwrap_or_else(|_| {
-            Err(JournalError::WriterGone {
-                path: self.path.display().to_string(),
-            })
-        })
+        let answer = self.submit(Row::of(record), None)?;
+        let committed = answer
+            .blocking_recv()
+            .unwrap_or_else(|_| Err(self.gone()))?;
+        Ok(committed.entry)
     }
 
     /// Records and commits so far (records / commits is the mean batch size).
@@ -466,6 +511,7 @@ impl Writer {
                     continue;
                 }
             };
+            sign(&mut batch);
             match self.commit(&batch, start_seq, &start_prev) {
                 Ok(entries) => {
                     if let Some(e) = entries.last() {
@@ -475,8 +521,9 @@ impl Writer {
                         s.records += batch.len() as u64;
                         s.commits += 1;
                     }
-                    for (p, e) in batch.into_iter().zip(entries) {
-                        let _ = p.reply.send(Ok(e));
+                    for (p, entry) in batch.into_iter().zip(entries) {
+                        let signature = p.sign.and_then(|s| s.signed);
+                        let _ = p.reply.send(Ok(Committed { entry, signature }));
                     }
                 }
                 Err(e) => {
@@ -552,9 +599,39 @@ impl Writer {
     }
 }
 
+/// Sign the records of `batch` that ask for it: one signature per key for all of them (one key in
+/// practice: the host's), each record's JSON given its signature in place.
+fn sign(batch: &mut [Pending]) {
+    let mut left: Vec<&mut Pending> = batch.iter_mut().filter(|p| p.sign.is_some()).collect();
+    while let Some(key) = left
+        .first()
+        .and_then(|p| p.sign.as_ref())
+        .map(|s| s.key.clone())
+    {
+        let (same, rest): (Vec<&mut Pending>, Vec<&mut Pending>) =
+            left.into_iter().partition(|p| {
+                p.sign
+                    .as_ref()
+                    .is_some_and(|s| std::sync::Arc::ptr_eq(&s.key, &key))
+            });
+        let digests: Vec<[u8; 32]> = same
+            .iter()
+            .filter_map(|p| p.sign.as_ref().map(|s| s.digest))
+            .collect();
+        for (p, signature) in same.into_iter().zip(key.sign_digests(&digests)) {
+            p.row.text = crate::signing::with_signature(&p.row.text, &signature);
+            if let Some(s) = p.sign.as_mut() {
+                s.signed = Some(signature);
+            }
+        }
+        left = rest;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn record(n: u32) -> CallRecord {
         let mut r = CallRecord::new(format!("call_{n}"), "t".into(), "api".into(), "{}");
@@ -596,5 +673,44 @@ mod tests {
         drop(j);
         let j = Journal::open(&dir.path().join("j.sqlite"), Durability::Synced).unwrap();
         assert_eq!(j.append(&record(999)).unwrap().seq, 101);
+    }
+
+    /// Records appended at once are signed per commit: at least one commit held several, each
+    /// of those records carries a batch signature that verifies alone, and what the journal
+    /// stored is exactly the record the caller got back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn records_committed_together_are_signed_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Arc::new(Journal::open(&dir.path().join("j.sqlite"), Durability::Synced).unwrap());
+        let key = Arc::new(HostKey::from_seed_hex(&"07".repeat(32)).unwrap());
+        let appends = (0..64).map(|n| {
+            let (j, key) = (j.clone(), key.clone());
+            tokio::spawn(async move {
+                let mut r = CallRecord::new(format!("call_{n}"), "t".into(), "api".into(), "{}");
+                let entry = j.append_signing(&mut r, &key).await.unwrap();
+                (r, entry)
+            })
+        });
+        let mut batched = 0;
+        for done in futures::future::join_all(appends).await {
+            let (r, _entry) = done.unwrap();
+            let sig = r.signature.as_ref().expect("signed");
+            if sig.algorithm == crate::signing::BATCH_ALGORITHM {
+                batched += 1;
+            }
+            assert_eq!(
+                crate::signing::verify(&r, Some(&key.public_hex())),
+                Ok(key.public_hex())
+            );
+            let stored = j.show(&r.call_id).unwrap().expect("stored");
+            assert_eq!(stored, serde_json::to_string(&r).unwrap());
+        }
+        let stats = j.commit_stats();
+        assert!(
+            stats.commits < 64 && batched > 0,
+            "64 appends at once shared commits ({stats:?}), {batched} signed in a batch"
+        );
+        let v = j.verify(Some(&key.public_hex())).unwrap();
+        assert_eq!((v.entries, v.first_bad), (64, None));
     }
 }

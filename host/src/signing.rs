@@ -2,6 +2,12 @@
 //! can check that a record, and the receipts inside it, came from this host unaltered. The key is
 //! configurable; by default a fresh one is made per process, and its public half is in each
 //! record.
+//!
+//! Records committed together to the local journal are signed as one batch: one ed25519
+//! signature over the root of a Merkle tree of their digests (RFC 9162 §2.1), each record keeping
+//! its leaf's inclusion path, so that every record still verifies on its own while a group
+//! commit of n records costs one signature instead of n. A record alone in its commit (every
+//! sequential call) is signed by itself, exactly as before.
 
 use crate::record::CallRecord;
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
@@ -19,6 +25,18 @@ pub struct RecordSignature {
     pub public_key: String,
     /// The signature, lowercase hex.
     pub signature: String,
+    /// For `ed25519-sha256-batch`: where the record sits in the batch that was signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchProof>,
+}
+
+/// A record's place in a signed batch: its leaf's index among `size` leaves and the sibling
+/// hashes from the leaf up to the root (lowercase hex), as RFC 9162 §2.1.3 defines them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchProof {
+    pub index: u64,
+    pub size: u64,
+    pub path: Vec<String>,
 }
 
 /// Why a key could not be made or loaded.
@@ -120,17 +138,159 @@ impl HostKey {
         // ed25519 hashes its message twice: signing the 32-byte digest instead of the whole
         // record halves the signing cost of a typical record (see `vak bench`).
         let digest = record_digest(record);
-        let signature = self.key.sign(&digest);
-        record.signature = Some(RecordSignature {
-            algorithm: ALGORITHM.into(),
-            public_key: self.public_hex(),
-            signature: hex::encode(signature.to_bytes()),
-        });
+        record.signature = self.sign_digests(&[digest]).pop();
+    }
+
+    /// The signatures of the records whose digests (SHA-256 of the JSON with `signature` null)
+    /// are `digests`, in order: one ed25519 signature for all of them. One digest is signed by
+    /// itself (`ed25519-sha256`); several, as a batch (`ed25519-sha256-batch`).
+    pub fn sign_digests(&self, digests: &[[u8; 32]]) -> Vec<RecordSignature> {
+        let public_key = self.public_hex();
+        if let [digest] = digests {
+            return vec![RecordSignature {
+                algorithm: ALGORITHM.into(),
+                public_key,
+                signature: hex::encode(self.key.sign(digest).to_bytes()),
+                batch: None,
+            }];
+        }
+        let leaves: Vec<[u8; 32]> = digests.iter().map(merkle::leaf).collect();
+        let Some((root, paths)) = merkle::tree(&leaves) else {
+            return Vec::new();
+        };
+        let signature = hex::encode(self.key.sign(&merkle::signed_message(&root)).to_bytes());
+        let size = digests.len() as u64;
+        paths
+            .into_iter()
+            .enumerate()
+            .map(|(index, path)| RecordSignature {
+                algorithm: BATCH_ALGORITHM.into(),
+                public_key: public_key.clone(),
+                signature: signature.clone(),
+                batch: Some(BatchProof {
+                    index: index as u64,
+                    size,
+                    path: path.iter().map(hex::encode).collect(),
+                }),
+            })
+            .collect()
     }
 }
 
-/// The signature algorithm of records signed now.
+/// The signature algorithm of a record signed by itself.
 pub const ALGORITHM: &str = "ed25519-sha256";
+/// The signature algorithm of a record signed in a batch: ed25519 over the batch's Merkle root
+/// (see [`BatchProof`]).
+pub const BATCH_ALGORITHM: &str = "ed25519-sha256-batch";
+
+/// The SHA-256 of a record's JSON as written with `signature` null: what is signed.
+pub(crate) fn text_digest(text: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes()).into()
+}
+
+/// `unsigned` (a record's JSON with `signature` null, as serde writes it) with `signature` in
+/// its place: the JSON of the signed record, without serializing the record again.
+pub(crate) fn with_signature(unsigned: &str, signature: &RecordSignature) -> String {
+    // `signature` is the record's last field (`journaled` is never serialized).
+    const TAIL: &str = r#","signature":null}"#;
+    let sig = serde_json::to_string(signature).unwrap_or_default();
+    match unsigned.strip_suffix(TAIL) {
+        Some(head) => format!(r#"{head},"signature":{sig}}}"#),
+        // Not the shape serde writes: take the slow, certain way.
+        None => match serde_json::from_str::<CallRecord>(unsigned) {
+            Ok(mut record) => {
+                record.signature = Some(signature.clone());
+                serde_json::to_string(&record).unwrap_or_default()
+            }
+            Err(_) => unsigned.to_string(),
+        },
+    }
+}
+
+/// The Merkle tree of a batch (RFC 9162 §2.1: SHA-256, 0x00 before a leaf, 0x01 before a node).
+mod merkle {
+    use sha2::{Digest, Sha256};
+
+    pub type Hash = [u8; 32];
+
+    /// What the batch's signature signs: a context string, then the root, so that a root can
+    /// never be taken for a single record's digest.
+    pub fn signed_message(root: &Hash) -> Vec<u8> {
+        let mut m = b"vak.record-batch/1\0".to_vec();
+        m.extend_from_slice(root);
+        m
+    }
+
+    pub fn leaf(digest: &Hash) -> Hash {
+        Sha256::new()
+            .chain_update([0u8])
+            .chain_update(digest)
+            .finalize()
+            .into()
+    }
+
+    fn node(left: &Hash, right: &Hash) -> Hash {
+        Sha256::new()
+            .chain_update([1u8])
+            .chain_update(left)
+            .chain_update(right)
+            .finalize()
+            .into()
+    }
+
+    /// The root of `leaves` and every leaf's inclusion path (siblings from the leaf up).
+    /// `None` for no leaves.
+    pub fn tree(leaves: &[Hash]) -> Option<(Hash, Vec<Vec<Hash>>)> {
+        match leaves {
+            [] => None,
+            [one] => Some((*one, vec![Vec::new()])),
+            _ => {
+                // The largest power of two below the count: the left subtree is complete.
+                let k = leaves.len().next_power_of_two() / 2;
+                let (left, mut left_paths) = tree(&leaves[..k])?;
+                let (right, right_paths) = tree(&leaves[k..])?;
+                for p in &mut left_paths {
+                    p.push(right);
+                }
+                left_paths.extend(right_paths.into_iter().map(|mut p| {
+                    p.push(left);
+                    p
+                }));
+                Some((node(&left, &right), left_paths))
+            }
+        }
+    }
+
+    /// The root that `leaf` at `index` of `size` leaves and its `path` lead to (RFC 9162
+    /// §2.1.3.2), or `None` when the path cannot belong to such a tree.
+    pub fn root_from_path(index: u64, size: u64, leaf: Hash, path: &[Hash]) -> Option<Hash> {
+        if index >= size {
+            return None;
+        }
+        let (mut f, mut s) = (index, size - 1);
+        let mut r = leaf;
+        for p in path {
+            if s == 0 {
+                return None;
+            }
+            if f & 1 == 1 || f == s {
+                r = node(p, &r);
+                if f & 1 == 0 {
+                    while f & 1 == 0 && f != 0 {
+                        f >>= 1;
+                        s >>= 1;
+                    }
+                }
+            } else {
+                r = node(&r, p);
+            }
+            f >>= 1;
+            s >>= 1;
+        }
+        (s == 0).then_some(r)
+    }
+}
 
 fn signed_bytes(record: &CallRecord) -> Vec<u8> {
     // A record holds only strings, numbers and JSON values; serialization does not fail.
@@ -180,9 +340,119 @@ pub fn verify_any(record: &CallRecord, trusted: &[impl AsRef<str>]) -> Result<St
     let signature = Signature::from_bytes(&sig_bytes);
     let checked = match sig.algorithm.as_str() {
         ALGORITHM => key.verify(&record_digest(&unsigned), &signature),
+        BATCH_ALGORITHM => {
+            let proof = sig.batch.as_ref().ok_or(VerifyError::Malformed)?;
+            let path = proof
+                .path
+                .iter()
+                .map(|h| hex::decode(h).ok().and_then(|b| b.try_into().ok()))
+                .collect::<Option<Vec<merkle::Hash>>>()
+                .ok_or(VerifyError::Malformed)?;
+            let leaf = merkle::leaf(&record_digest(&unsigned));
+            let root = merkle::root_from_path(proof.index, proof.size, leaf, &path)
+                .ok_or(VerifyError::Mismatch)?;
+            key.verify(&merkle::signed_message(&root), &signature)
+        }
         "ed25519" => key.verify(&signed_bytes(&unsigned), &signature),
         _ => return Err(VerifyError::Malformed),
     };
     checked.map_err(|_| VerifyError::Mismatch)?;
     Ok(sig.public_key.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> HostKey {
+        HostKey::from_seed_hex(&"07".repeat(32)).expect("key")
+    }
+
+    fn record(n: usize) -> CallRecord {
+        CallRecord::new(format!("call_{n}"), "t".into(), "api".into(), "{}")
+    }
+
+    /// Every record of a batch of any size verifies alone; a single one is signed as before.
+    #[test]
+    fn every_record_of_a_batch_verifies_alone() {
+        let key = key();
+        for n in 1..=19 {
+            let mut records: Vec<CallRecord> = (0..n).map(record).collect();
+            let texts: Vec<String> = records
+                .iter()
+                .map(|r| serde_json::to_string(r).expect("json"))
+                .collect();
+            let digests: Vec<[u8; 32]> = texts.iter().map(|t| text_digest(t)).collect();
+            let signatures = key.sign_digests(&digests);
+            assert_eq!(signatures.len(), n);
+            for ((r, sig), text) in records.iter_mut().zip(signatures).zip(&texts) {
+                let expected = if n == 1 { ALGORITHM } else { BATCH_ALGORITHM };
+                assert_eq!(sig.algorithm, expected);
+                r.signature = Some(sig.clone());
+                assert_eq!(verify(r, Some(&key.public_hex())), Ok(key.public_hex()));
+                // The spliced JSON is the signed record's own JSON, and verifies once read back.
+                let spliced = with_signature(text, &sig);
+                assert_eq!(spliced, serde_json::to_string(r).expect("json"));
+                let back: CallRecord = serde_json::from_str(&spliced).expect("read back");
+                assert!(verify(&back, None).is_ok());
+            }
+        }
+    }
+
+    /// A batch signature covers only its record at its place: altering the record, moving it,
+    /// or changing the path is a mismatch.
+    #[test]
+    fn a_batch_signature_does_not_transfer() {
+        let key = key();
+        let mut records: Vec<CallRecord> = (0..5).map(record).collect();
+        let digests: Vec<[u8; 32]> = records
+            .iter()
+            .map(|r| text_digest(&serde_json::to_string(r).expect("json")))
+            .collect();
+        let signatures = key.sign_digests(&digests);
+        for (r, s) in records.iter_mut().zip(&signatures) {
+            r.signature = Some(s.clone());
+        }
+        let mut altered = records[2].clone();
+        altered.tool = "other".into();
+        assert_eq!(verify(&altered, None), Err(VerifyError::Mismatch));
+        // Record 2 with record 3's proof.
+        let mut swapped = records[2].clone();
+        swapped.signature = Some(signatures[3].clone());
+        assert_eq!(verify(&swapped, None), Err(VerifyError::Mismatch));
+        let mut moved = records[2].clone();
+        if let Some(b) = moved.signature.as_mut().and_then(|s| s.batch.as_mut()) {
+            b.index = 3;
+        }
+        assert_eq!(verify(&moved, None), Err(VerifyError::Mismatch));
+        let mut cut = records[2].clone();
+        if let Some(b) = cut.signature.as_mut().and_then(|s| s.batch.as_mut()) {
+            b.path.pop();
+        }
+        assert_eq!(verify(&cut, None), Err(VerifyError::Mismatch));
+        let mut unproved = records[2].clone();
+        if let Some(s) = unproved.signature.as_mut() {
+            s.batch = None;
+        }
+        assert_eq!(verify(&unproved, None), Err(VerifyError::Malformed));
+    }
+
+    /// The tree matches RFC 9162's definition on a small case worked by hand.
+    #[test]
+    fn merkle_root_of_three() {
+        let l: Vec<merkle::Hash> = (0u8..3).map(|i| merkle::leaf(&[i; 32])).collect();
+        let (root, paths) = merkle::tree(&l).expect("tree");
+        use sha2::{Digest, Sha256};
+        let node = |a: &[u8], b: &[u8]| -> merkle::Hash {
+            Sha256::new()
+                .chain_update([1u8])
+                .chain_update(a)
+                .chain_update(b)
+                .finalize()
+                .into()
+        };
+        assert_eq!(root, node(&node(&l[0], &l[1]), &l[2]));
+        assert_eq!(paths[2], vec![node(&l[0], &l[1])]);
+        assert_eq!(paths[0], vec![l[1], l[2]]);
+    }
 }

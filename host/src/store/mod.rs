@@ -16,6 +16,7 @@ use crate::budget::Settlement;
 use crate::journal::{Entry, Filter, Journal, JournalError, Listed, Verification};
 use crate::record::CallRecord;
 use crate::revocation::Revocations;
+use crate::signing::HostKey;
 use std::sync::Arc;
 
 /// Why the store could not do what was asked.
@@ -98,15 +99,30 @@ impl Store {
 
     /// Append `record` (and, on a shared store, its ledger charge) and wait for the commit;
     /// `None` when records are not journaled.
-    pub async fn append(
+    /// Sign `record` with `key` and commit it. The local journal signs the records of one group
+    /// commit as a batch (one signature among them); the shared store, and a host without a
+    /// journal, sign each record by itself. A record whose commit failed is signed by itself:
+    /// what the caller gets back is signed either way.
+    pub async fn sign_and_append(
         &self,
-        record: &CallRecord,
+        record: &mut CallRecord,
+        key: &Arc<HostKey>,
         settlement: Option<Settlement>,
     ) -> Option<Result<Entry, JournalError>> {
-        match self {
-            Store::Local(l) => Some(l.journal.as_ref()?.append_async(record).await),
-            Store::Postgres(p) => Some(p.append(record, settlement).await),
+        let journaled = match self {
+            Store::Local(l) => match &l.journal {
+                Some(journal) => Some(journal.append_signing(record, key).await),
+                None => None,
+            },
+            Store::Postgres(p) => {
+                key.sign(record);
+                Some(p.append(record, settlement).await)
+            }
+        };
+        if record.signature.is_none() {
+            key.sign(record);
         }
+        journaled
     }
 
     fn local_journal(&self) -> Result<&Journal, JournalError> {
