@@ -29,6 +29,22 @@ pub struct Report {
     pub rows: Vec<Row>,
     /// vak lifecycle median / raw median.
     pub lifecycle_ratio: f64,
+    /// Throughput from one thread and from several at once.
+    pub scaling: Scaling,
+}
+
+/// Calls per second from one thread and from `threads` threads at once, each thread calling one
+/// call after another on a tokio runtime of its own: what a host gains from more cores. Medians
+/// of the rounds; the ratio is `many / one` (ideal: `threads`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Scaling {
+    pub threads: usize,
+    pub raw_one: f64,
+    pub raw_many: f64,
+    pub raw_ratio: f64,
+    pub vak_one: f64,
+    pub vak_many: f64,
+    pub vak_ratio: f64,
 }
 
 fn summarize(name: &str, mut per_op: Vec<u64>, per_round: usize) -> Row {
@@ -195,14 +211,118 @@ pub async fn lifecycle_vs_raw(
     }
     rows.push(schema);
     rows.push(sign_row(host, &first, rounds, per_round));
+    rows.push(sign_batch_row(host, &first, rounds, per_round));
     rows.push(serialize_row(&first, rounds, per_round));
     rows.extend(journal_rows(&first, rounds, per_round).await?);
+    // Each throughput run lasts about 100 ms at least: thread start-up and the VM's jitter would
+    // otherwise weigh on runs of a few milliseconds.
+    let calls_for = |row: &Row| ((100_000_000 / row.median_ns.max(1)) as usize).max(per_round);
+    let counts = (calls_for(&rows[0]), calls_for(&rows[1]));
+    let scaling = scaling(host, &raw_call, tool, arguments, rounds, counts)?;
     Ok(Report {
         tool: tool.to_string(),
         rounds,
         per_round,
         rows,
         lifecycle_ratio,
+        scaling,
+    })
+}
+
+/// Threads for the scaling rows: every core, at least two.
+fn scaling_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().max(2))
+}
+
+/// Raw and lifecycle throughput on one thread and on every core, rounds alternating so that drift
+/// in the machine's speed falls on all four.
+fn scaling(
+    host: &Host,
+    raw: &RawCall<'_>,
+    tool: &str,
+    arguments: &str,
+    rounds: usize,
+    (raw_calls, vak_calls): (usize, usize),
+) -> Result<Scaling, String> {
+    let threads = scaling_threads();
+    let vak_once = || async {
+        let r = host.call(Proposal::new(tool, arguments)).await;
+        match r.status {
+            Status::Completed => Ok(()),
+            other => Err(format!("a benchmark call ended {}", other.as_str())),
+        }
+    };
+    let (mut raw_one, mut raw_many, mut vak_one, mut vak_many) = (vec![], vec![], vec![], vec![]);
+    // The threads block; on a multi-threaded runtime the caller's worker is handed over first.
+    let mut measure = || -> Result<(), String> {
+        for _ in 0..rounds {
+            raw_one.push(throughput(1, raw_calls, || raw.once())?);
+            raw_many.push(throughput(threads, raw_calls, || raw.once())?);
+            vak_one.push(throughput(1, vak_calls, vak_once)?);
+            vak_many.push(throughput(threads, vak_calls, vak_once)?);
+        }
+        Ok(())
+    };
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(measure)?,
+        Ok(_) => return Err("the scaling rows need a multi-threaded tokio runtime".into()),
+        Err(_) => measure()?,
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (raw_one, raw_many, vak_one, vak_many) = (
+        median(raw_one),
+        median(raw_many),
+        median(vak_one),
+        median(vak_many),
+    );
+    Ok(Scaling {
+        threads,
+        raw_one,
+        raw_many,
+        raw_ratio: raw_many / raw_one,
+        vak_one,
+        vak_many,
+        vak_ratio: vak_many / vak_one,
+    })
+}
+
+/// Calls per second of `threads` threads each making `per_thread` calls one after another, each
+/// on a current-thread runtime of its own, all released at once.
+fn throughput<F, Fut>(threads: usize, per_thread: usize, call: F) -> Result<f64, String>
+where
+    F: Fn() -> Fut + Sync,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let start = std::sync::Barrier::new(threads + 1);
+    let (start, call) = (&start, &call);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(move || -> Result<(), String> {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(|e| format!("cannot start a runtime: {e}"))?;
+                    start.wait();
+                    rt.block_on(async {
+                        for _ in 0..per_thread {
+                            call().await?;
+                        }
+                        Ok(())
+                    })
+                })
+            })
+            .collect();
+        start.wait();
+        let t = Instant::now();
+        for w in workers {
+            w.join()
+                .map_err(|_| "a benchmark thread panicked".to_string())??;
+        }
+        Ok((threads * per_thread) as f64 / t.elapsed().as_secs_f64())
     })
 }
 
@@ -219,6 +339,32 @@ fn sign_row(host: &Host, record: &crate::CallRecord, rounds: usize, per_round: u
         })
         .collect();
     summarize("vak: signing the record alone", times, per_round)
+}
+
+/// Signing records as the journal does when BATCH of them share a commit: one signature over
+/// their Merkle root, and each record's inclusion path. Per record.
+fn sign_batch_row(host: &Host, record: &crate::CallRecord, rounds: usize, per_round: usize) -> Row {
+    const BATCH: usize = 16;
+    let text = serde_json::to_string(record).unwrap_or_default();
+    let digests = vec![crate::signing::text_digest(&text); BATCH];
+    let batches = per_round.div_ceil(BATCH);
+    let times = (0..rounds)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..batches {
+                std::hint::black_box(
+                    host.inner_key()
+                        .sign_digests(std::hint::black_box(&digests)),
+                );
+            }
+            per_op(t.elapsed(), batches * BATCH)
+        })
+        .collect();
+    summarize(
+        &format!("vak: signing {BATCH} records as one batch, per record"),
+        times,
+        batches * BATCH,
+    )
 }
 
 /// Serializing one record to JSON (what signing and the journal each do once).

@@ -2,6 +2,9 @@
 //! engine configuration and limits, in one process: `raw` is the baseline, `lifecycle` what vak
 //! adds (proposal, schema, permission, budget, dispatch, evidence, outcome, projection, the
 //! signed record; journal off), `lifecycle_journal` the same with the journal on.
+//!
+//! `raw` and `lifecycle` also run on two threads at once (divan's `threads`): divan reports the
+//! time per call on each thread, so two threads scale by `2 × t(1 thread) / t(2 threads)`.
 
 use std::sync::LazyLock;
 use vak_host::bench::RawCall;
@@ -32,7 +35,7 @@ static JOURNALED: LazyLock<(tempfile::TempDir, Host)> = LazyLock::new(|| {
     (dir, host)
 });
 
-#[divan::bench]
+#[divan::bench(threads = [1, 2])]
 fn raw(bencher: divan::Bencher) {
     let (rt, host) = &*HOST;
     let first = rt.block_on(host.call(Proposal::new(TOOL, ARGS)));
@@ -41,7 +44,7 @@ fn raw(bencher: divan::Bencher) {
     bencher.bench(|| rt.block_on(raw.once()).expect("a raw call"));
 }
 
-#[divan::bench]
+#[divan::bench(threads = [1, 2])]
 fn lifecycle(bencher: divan::Bencher) {
     let (rt, host) = &*HOST;
     bencher.bench(|| {

@@ -278,6 +278,12 @@ pub fn bench(r: &vak_host::bench::Report) -> String {
         );
     }
     let _ = writeln!(out, "lifecycle / raw: {:.2}×", r.lifecycle_ratio);
+    let s = &r.scaling;
+    let _ = writeln!(
+        out,
+        "throughput, calls/s (1 thread → {} threads): raw {:.0} → {:.0} ({:.2}×), vak {:.0} → {:.0} ({:.2}×)",
+        s.threads, s.raw_one, s.raw_many, s.raw_ratio, s.vak_one, s.vak_many, s.vak_ratio
+    );
     out
 }
 
