@@ -5,6 +5,8 @@
 //!
 //! `raw` and `lifecycle` also run on two threads at once (divan's `threads`): divan reports the
 //! time per call on each thread, so two threads scale by `2 × t(1 thread) / t(2 threads)`.
+//! `*_keep_nothing` run on pool slots that keep no page resident between calls (what the
+//! default's 16 MiB kept resident per slot buys).
 
 use std::sync::LazyLock;
 use vak_host::bench::RawCall;
@@ -35,16 +37,52 @@ static JOURNALED: LazyLock<(tempfile::TempDir, Host)> = LazyLock::new(|| {
     (dir, host)
 });
 
-#[divan::bench(threads = [1, 2])]
-fn raw(bencher: divan::Bencher) {
-    let (rt, host) = &*HOST;
+/// The same host with pool slots that keep nothing resident after a call
+/// (`EngineSettings::keep_resident_bytes = 0`): every call faults its pages in again.
+static KEEP_NOTHING: LazyLock<Host> = LazyLock::new(|| {
+    HOST.0
+        .block_on(
+            vak_host::HostBuilder::new()
+                .bundled_tools()
+                .policy(vak_host::Policy::default_policy())
+                .engine_settings(vak_host::EngineSettings {
+                    keep_resident_bytes: 0,
+                    ..vak_host::EngineSettings::default()
+                })
+                .build(),
+        )
+        .expect("host")
+});
+
+/// The raw call on `host`.
+fn raw_on(bencher: divan::Bencher, host: &Host) {
+    let rt = &HOST.0;
     let first = rt.block_on(host.call(Proposal::new(TOOL, ARGS)));
     let limits = first.limits.expect("limits");
     let raw = RawCall::new(host, TOOL, ARGS, limits).expect("the tool");
     bencher.bench(|| rt.block_on(raw.once()).expect("a raw call"));
 }
 
-#[divan::bench(threads = [1, 2])]
+#[divan::bench]
+fn raw_keep_nothing(bencher: divan::Bencher) {
+    raw_on(bencher, &KEEP_NOTHING);
+}
+
+#[divan::bench]
+fn lifecycle_keep_nothing(bencher: divan::Bencher) {
+    let rt = &HOST.0;
+    bencher.bench(|| {
+        let r = rt.block_on(KEEP_NOTHING.call(Proposal::new(TOOL, ARGS)));
+        assert_eq!(r.status, Status::Completed);
+    });
+}
+
+#[divan::bench(threads = [1, 2], sample_size = 50)]
+fn raw(bencher: divan::Bencher) {
+    raw_on(bencher, &HOST.1);
+}
+
+#[divan::bench(threads = [1, 2], sample_size = 50)]
 fn lifecycle(bencher: divan::Bencher) {
     let (rt, host) = &*HOST;
     bencher.bench(|| {

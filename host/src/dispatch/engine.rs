@@ -11,7 +11,8 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 /// How often the engine's epoch advances while a call runs; the granularity of deadlines.
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 
-/// Linear memory a pool slot keeps resident after a call (reset in place, not unmapped).
+/// Linear memory a pool slot keeps resident after a call (reset in place, not unmapped): the
+/// default of [`EngineSettings::keep_resident_bytes`].
 pub const KEEP_RESIDENT: usize = 16 << 20;
 
 /// Limits of the engine itself: every per-call limit is at most these.
@@ -31,6 +32,12 @@ pub struct EngineSettings {
     /// How long admission waits for one component to compile before it refuses it as
     /// `compile_timeout`.
     pub compile_timeout: std::time::Duration,
+    /// Linear memory (and 1/16 of it in tables, at most 1 MiB) a pool slot keeps resident after
+    /// a call, reset in place: the next call in the slot runs on those pages without faulting
+    /// them in (`vak bench`: see docs/PERFORMANCE.md for what it buys). The price: after a
+    /// burst of calls, up to this much per slot that was used stays resident. 0 returns every
+    /// page to the kernel after each call.
+    pub keep_resident_bytes: usize,
 }
 
 impl Default for EngineSettings {
@@ -45,6 +52,7 @@ impl Default for EngineSettings {
             // A 12 MB JavaScript (StarlingMonkey) component took 36 s to compile on a loaded
             // 2-core machine here: two minutes bounds a hostile compile and admits honest ones.
             compile_timeout: std::time::Duration::from_secs(120),
+            keep_resident_bytes: KEEP_RESIDENT,
         }
     }
 }
@@ -103,8 +111,8 @@ impl Runtime {
             // Keep what a call touched resident: the next call in the slot reuses those pages
             // without faults. With PAGEMAP_SCAN (Linux 6.7+) only the dirtied pages are reset,
             // so a large threshold costs no memset of untouched memory.
-            .linear_memory_keep_resident(KEEP_RESIDENT)
-            .table_keep_resident(1 << 20)
+            .linear_memory_keep_resident(settings.keep_resident_bytes)
+            .table_keep_resident((settings.keep_resident_bytes / 16).min(1 << 20))
             .pagemap_scan(wasmtime::Enabled::Auto);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
 
