@@ -104,6 +104,19 @@ enum Mode {
         #[arg(long, default_value_t = 32)]
         inflight: usize,
     },
+    /// Start-up: from launching the server to its answer to initialize and to the first
+    /// tools/list, over several launches (medians).
+    Start {
+        /// Launches to measure.
+        #[arg(long, default_value_t = 9)]
+        runs: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// The server command and its arguments (after `--`).
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// Memory per call in flight: RSS idle, with K calls running at once, and after (Linux).
     Inflight(InflightArgs),
     /// Answer every request line on stdin with a canned result (the floor's server).
@@ -208,6 +221,30 @@ fn sequential(command: &[String], t: &Target) -> Result<Latency, String> {
     })
 }
 
+/// Launch `command` `runs` times; each time, how long until it answered initialize and until it
+/// answered the first tools/list (sorted, shortest first).
+fn start(command: &[String], runs: usize) -> Result<(Vec<Duration>, Vec<Duration>), String> {
+    let (mut initialized, mut listed) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let launched = Instant::now();
+        let mut s = Server::start(command)?;
+        initialized.push(launched.elapsed());
+        let id = s.fresh_ids(1).start;
+        s.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}))?;
+        let answer = s.answer(id)?;
+        listed.push(launched.elapsed());
+        s.stop();
+        if answer.get("result").is_none() {
+            return Err(format!(
+                "tools/list was not answered with a result: {answer}"
+            ));
+        }
+    }
+    initialized.sort();
+    listed.sort();
+    Ok((initialized, listed))
+}
+
 fn pipelined(command: &[String], t: &Target, inflight: usize) -> Result<(f64, usize), String> {
     let args: Value = serde_json::from_str(&t.args).map_err(|e| format!("--args: {e}"))?;
     let s = Server::start(command)?;
@@ -309,6 +346,43 @@ fn run(cli: Cli) -> Result<(), String> {
                 println!("{}", report.to_json());
             } else {
                 print!("{}", report.table());
+            }
+            Ok(())
+        }
+        Mode::Start {
+            runs,
+            json,
+            command,
+        } => {
+            let (initialized, listed) = start(&command, runs.max(1))?;
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            let (i, l) = (&initialized, &listed);
+            if json {
+                println!(
+                    "{}",
+                    json!({
+                        "mode": "start",
+                        "runs": runs.max(1),
+                        "initialize_ms": {"median": ms(i[i.len() / 2]), "min": ms(i[0]), "max": ms(i[i.len() - 1])},
+                        "first_tools_list_ms": {"median": ms(l[l.len() / 2]), "min": ms(l[0]), "max": ms(l[l.len() - 1])},
+                    })
+                );
+            } else {
+                println!(
+                    "{:<36} {:>9} {:>9} {:>9}",
+                    "from launch to", "median ms", "min ms", "max ms"
+                );
+                for (name, v) in [
+                    ("the answer to initialize", i),
+                    ("the first tools/list answered", l),
+                ] {
+                    println!(
+                        "{name:<36} {:>9.1} {:>9.1} {:>9.1}",
+                        ms(v[v.len() / 2]),
+                        ms(v[0]),
+                        ms(v[v.len() - 1])
+                    );
+                }
             }
             Ok(())
         }
