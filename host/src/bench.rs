@@ -86,31 +86,114 @@ impl<'a> RawCall<'a> {
 
     /// One fresh instance and call.
     pub async fn once(&self) -> Result<(), String> {
-        let broker = Broker::new("bench".into(), Some(self.tool.grant.clone()));
-        let mut store = Store::new(
+        fresh_call(
             &self.runtime.engine,
-            CallState::new(broker, self.limits.memory_bytes),
-        );
-        store.limiter(|s| &mut s.limiter);
-        store
-            .set_fuel(self.limits.fuel)
-            .map_err(|e| e.to_string())?;
-        store.set_epoch_deadline(self.limits.wall_time_ms + 1);
-        store.epoch_deadline_trap();
-        let instance = self
-            .tool
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| e.to_string())?;
-        instance
-            .vak_tool_tool()
-            .call_call(&mut store, self.arguments)
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.message)?;
-        Ok(())
+            &self.tool.pre,
+            &self.tool.grant,
+            crate::dispatch::engine::Metering::BOTH,
+            &self.limits,
+            self.arguments,
+        )
+        .await
     }
+}
+
+/// The raw call of a tool on an engine of its own, configured with `allocation` and `metering`
+/// (otherwise as vak's, from the same [`EngineSettings`](crate::EngineSettings)): what each
+/// engine setting buys, measured by `cargo bench -p vak-bench --bench lifecycle`. The component
+/// is compiled again for that engine; nothing ticks its epoch, so the deadline check is paid and
+/// never fires.
+pub struct EngineVariantCall {
+    engine: wasmtime::Engine,
+    pre: crate::dispatch::bindings::SandboxedToolPre<CallState>,
+    grant: std::sync::Arc<crate::policy::ToolGrant>,
+    metering: crate::dispatch::engine::Metering,
+    limits: crate::record::Limits,
+    arguments: String,
+}
+
+impl EngineVariantCall {
+    /// Compile `component` (the bytes of `host`'s tool `tool`) for the variant engine.
+    pub fn new(
+        host: &Host,
+        tool: &str,
+        component: &[u8],
+        arguments: &str,
+        limits: crate::record::Limits,
+        allocation: crate::dispatch::engine::Allocation,
+        metering: crate::dispatch::engine::Metering,
+    ) -> Result<EngineVariantCall, String> {
+        let admitted = host.tool(tool).ok_or_else(|| format!("no tool `{tool}`"))?;
+        let config =
+            crate::dispatch::engine::engine_config(&host.runtime().settings, allocation, metering);
+        let engine = wasmtime::Engine::new(&config).map_err(|e| format!("{e:#}"))?;
+        let component = wasmtime::component::Component::new(&engine, component)
+            .map_err(|e| format!("{e:#}"))?;
+        let grants: crate::dispatch::linker::GrantSet =
+            admitted.grant.capabilities.keys().copied().collect();
+        let linker = crate::dispatch::linker::Linkers::default()
+            .for_grants(&engine, &grants)
+            .map_err(|e| format!("{e:#}"))?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .map_err(|e| format!("{e:#}"))?;
+        let pre =
+            crate::dispatch::bindings::SandboxedToolPre::new(pre).map_err(|e| format!("{e:#}"))?;
+        Ok(EngineVariantCall {
+            engine,
+            pre,
+            grant: admitted.grant.clone(),
+            metering,
+            limits,
+            arguments: arguments.to_string(),
+        })
+    }
+
+    /// One fresh instance and call, as [`RawCall::once`].
+    pub async fn once(&self) -> Result<(), String> {
+        fresh_call(
+            &self.engine,
+            &self.pre,
+            &self.grant,
+            self.metering,
+            &self.limits,
+            &self.arguments,
+        )
+        .await
+    }
+}
+
+/// A fresh store and instance of `pre` and one call: the baseline, with the meters `metering`
+/// names armed as the lifecycle arms them.
+async fn fresh_call(
+    engine: &wasmtime::Engine,
+    pre: &crate::dispatch::bindings::SandboxedToolPre<CallState>,
+    grant: &std::sync::Arc<crate::policy::ToolGrant>,
+    metering: crate::dispatch::engine::Metering,
+    limits: &crate::record::Limits,
+    arguments: &str,
+) -> Result<(), String> {
+    let broker = Broker::new("bench".into(), Some(grant.clone()));
+    let mut store = Store::new(engine, CallState::new(broker, limits.memory_bytes));
+    store.limiter(|s| &mut s.limiter);
+    if metering.fuel {
+        store.set_fuel(limits.fuel).map_err(|e| e.to_string())?;
+    }
+    if metering.epoch {
+        store.set_epoch_deadline(limits.wall_time_ms + 1);
+        store.epoch_deadline_trap();
+    }
+    let instance = pre
+        .instantiate_async(&mut store)
+        .await
+        .map_err(|e| e.to_string())?;
+    instance
+        .vak_tool_tool()
+        .call_call(&mut store, arguments)
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.message)?;
+    Ok(())
 }
 
 /// Measure `tool` called with `arguments`: raw fresh instance + call, the full vak lifecycle

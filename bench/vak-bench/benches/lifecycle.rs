@@ -7,9 +7,15 @@
 //! time per call on each thread, so two threads scale by `2 × t(1 thread) / t(2 threads)`.
 //! `*_keep_nothing` run on pool slots that keep no page resident between calls (what the
 //! default's 16 MiB kept resident per slot buys).
+//!
+//! `raw_engine` is the raw call on engines of its own that differ from vak's in one setting:
+//! the on-demand allocator, plain pooling (no page kept resident, no `PAGEMAP_SCAN`), vak's tuned
+//! pooling, and tuned pooling without fuel, without epoch checks, or without either (vak needs
+//! both; these say what each meter costs).
 
 use std::sync::LazyLock;
-use vak_host::bench::RawCall;
+use vak_host::bench::{EngineVariantCall, RawCall};
+use vak_host::dispatch::engine::{Allocation, Metering};
 use vak_host::{Host, Proposal, Status};
 
 const TOOL: &str = "stats";
@@ -99,6 +105,44 @@ fn lifecycle_journal(bencher: divan::Bencher) {
         let r = rt.block_on(host.call(Proposal::new(TOOL, ARGS)));
         assert_eq!(r.status, Status::Completed);
     });
+}
+
+#[divan::bench(args = [
+    "on-demand",
+    "pooling",
+    "tuned pooling",
+    "tuned, no fuel",
+    "tuned, no epoch",
+    "tuned, neither",
+])]
+fn raw_engine(bencher: divan::Bencher, setup: &str) {
+    let (allocation, fuel, epoch) = match setup {
+        "on-demand" => (Allocation::OnDemand, true, true),
+        "pooling" => (Allocation::Pooling, true, true),
+        "tuned pooling" => (Allocation::TunedPooling, true, true),
+        "tuned, no fuel" => (Allocation::TunedPooling, false, true),
+        "tuned, no epoch" => (Allocation::TunedPooling, true, false),
+        _ => (Allocation::TunedPooling, false, false),
+    };
+    let (rt, host) = &*HOST;
+    let first = rt.block_on(host.call(Proposal::new(TOOL, ARGS)));
+    let limits = first.limits.expect("limits");
+    let bytes = vak_host::bundled::TOOLS
+        .iter()
+        .find(|(name, _)| *name == TOOL)
+        .map(|(_, bytes)| *bytes)
+        .expect("a bundled tool");
+    let call = EngineVariantCall::new(
+        host,
+        TOOL,
+        bytes,
+        ARGS,
+        limits,
+        allocation,
+        Metering { fuel, epoch },
+    )
+    .expect("the variant engine");
+    bencher.bench(|| rt.block_on(call.once()).expect("a raw call"));
 }
 
 fn main() {

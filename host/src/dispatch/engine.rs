@@ -66,6 +66,91 @@ pub enum RuntimeError {
     Cache { path: String, reason: String },
 }
 
+/// How instances get their memories, tables and stacks. vak runs [`Allocation::TunedPooling`];
+/// the others exist so that `cargo bench` can show what the tuning buys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allocation {
+    /// wasmtime's default: every instance maps its memory and its fiber stack afresh.
+    OnDemand,
+    /// Pool slots with wasmtime's default reset: nothing kept resident, no `PAGEMAP_SCAN`.
+    Pooling,
+    /// Pool slots that keep `keep_resident_bytes` resident and reset only dirtied pages.
+    TunedPooling,
+}
+
+/// Which meters the compiled code carries. vak always needs both: fuel is the metered CPU
+/// budget, epochs the wall-time deadline. The others exist for `cargo bench`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Metering {
+    pub fuel: bool,
+    pub epoch: bool,
+}
+
+impl Metering {
+    pub const BOTH: Metering = Metering {
+        fuel: true,
+        epoch: true,
+    };
+}
+
+/// The engine configuration for `settings`: what [`Runtime::new`] runs on.
+pub fn engine_config(
+    settings: &EngineSettings,
+    allocation: Allocation,
+    metering: Metering,
+) -> Config {
+    let mut config = Config::new();
+    config.wasm_component_model(true);
+    // Deterministic CPU budget, reported per call.
+    config.consume_fuel(metering.fuel);
+    // Wall-clock deadlines: the ticker advances the epoch, the store traps past its deadline.
+    config.epoch_interruption(metering.epoch);
+    // Guests run on fibers with a stack well above the wasm limit, so deep recursion ends in
+    // a clean `stack_overflow` trap and never reaches the host's guard page.
+    config.max_wasm_stack(settings.max_wasm_stack);
+    config.async_stack_size(settings.max_wasm_stack * 4);
+    // vak's WIT is synchronous; the component-model-async machinery only costs per store.
+    config.concurrency_support(false);
+
+    let n = settings.max_concurrent_calls;
+    let mut pool = PoolingAllocationConfig::new();
+    // Core instances per component: a Rust tool has a handful, a Python tool built by
+    // componentize-py with `--stub-wasi` has 38 (CPython, libc and one per stubbed WASI
+    // interface), so 64 per component. The pool keeps 16 per slot on average: each costs
+    // ~12 KB resident (64 per slot took an idle `vak serve` from 30 MB to 49 MB RSS), so
+    // 13 Python instances run at once on 32 slots; past that a call is `busy`, retryable.
+    pool.total_component_instances(n)
+        .total_stacks(n)
+        .total_core_instances(n * 16)
+        .total_memories(n * 4)
+        .total_tables(n * 16)
+        .max_core_instances_per_component(64)
+        .max_memories_per_component(4)
+        .max_tables_per_component(16)
+        .max_memory_size(settings.max_memory_bytes as usize)
+        // Keep what a call touched resident: the next call in the slot reuses those pages
+        // without faults. With PAGEMAP_SCAN (Linux 6.7+) only the dirtied pages are reset,
+        // so a large threshold costs no memset of untouched memory.
+        .linear_memory_keep_resident(settings.keep_resident_bytes)
+        .table_keep_resident((settings.keep_resident_bytes / 16).min(1 << 20))
+        .pagemap_scan(wasmtime::Enabled::Auto);
+    match allocation {
+        Allocation::OnDemand => {}
+        Allocation::Pooling => {
+            let mut plain = pool.clone();
+            plain
+                .linear_memory_keep_resident(0)
+                .table_keep_resident(0)
+                .pagemap_scan(wasmtime::Enabled::No);
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(plain));
+        }
+        Allocation::TunedPooling => {
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        }
+    }
+    config
+}
+
 /// The engine, the AOT cache, the linkers per grant set and the epoch ticker.
 pub struct Runtime {
     pub(crate) engine: Engine,
@@ -79,43 +164,7 @@ pub struct Runtime {
 impl Runtime {
     /// Configure the engine and open the cache.
     pub fn new(settings: EngineSettings) -> Result<Runtime, RuntimeError> {
-        let mut config = Config::new();
-        config.wasm_component_model(true);
-        // Deterministic CPU budget, reported per call.
-        config.consume_fuel(true);
-        // Wall-clock deadlines: the ticker advances the epoch, the store traps past its deadline.
-        config.epoch_interruption(true);
-        // Guests run on fibers with a stack well above the wasm limit, so deep recursion ends in
-        // a clean `stack_overflow` trap and never reaches the host's guard page.
-        config.max_wasm_stack(settings.max_wasm_stack);
-        config.async_stack_size(settings.max_wasm_stack * 4);
-        // vak's WIT is synchronous; the component-model-async machinery only costs per store.
-        config.concurrency_support(false);
-
-        let n = settings.max_concurrent_calls;
-        let mut pool = PoolingAllocationConfig::new();
-        // Core instances per component: a Rust tool has a handful, a Python tool built by
-        // componentize-py with `--stub-wasi` has 38 (CPython, libc and one per stubbed WASI
-        // interface), so 64 per component. The pool keeps 16 per slot on average: each costs
-        // ~12 KB resident (64 per slot took an idle `vak serve` from 30 MB to 49 MB RSS), so
-        // 13 Python instances run at once on 32 slots; past that a call is `busy`, retryable.
-        pool.total_component_instances(n)
-            .total_stacks(n)
-            .total_core_instances(n * 16)
-            .total_memories(n * 4)
-            .total_tables(n * 16)
-            .max_core_instances_per_component(64)
-            .max_memories_per_component(4)
-            .max_tables_per_component(16)
-            .max_memory_size(settings.max_memory_bytes as usize)
-            // Keep what a call touched resident: the next call in the slot reuses those pages
-            // without faults. With PAGEMAP_SCAN (Linux 6.7+) only the dirtied pages are reset,
-            // so a large threshold costs no memset of untouched memory.
-            .linear_memory_keep_resident(settings.keep_resident_bytes)
-            .table_keep_resident((settings.keep_resident_bytes / 16).min(1 << 20))
-            .pagemap_scan(wasmtime::Enabled::Auto);
-        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-
+        let config = engine_config(&settings, Allocation::TunedPooling, Metering::BOTH);
         let engine = Engine::new(&config).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
         let cache = Arc::new(AotCache::open(&engine, settings.cache_dir.clone())?);
         let ticker = EpochTicker::start(engine.clone());
