@@ -110,6 +110,10 @@ enum Mode {
         /// Launches to measure.
         #[arg(long, default_value_t = 9)]
         runs: usize,
+        /// Also time until a tools/list includes this tool (asking again every millisecond):
+        /// a server that loads its tools in the background answers the first list without them.
+        #[arg(long)]
+        tool: Option<String>,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -221,28 +225,65 @@ fn sequential(command: &[String], t: &Target) -> Result<Latency, String> {
     })
 }
 
-/// Launch `command` `runs` times; each time, how long until it answered initialize and until it
-/// answered the first tools/list (sorted, shortest first).
-fn start(command: &[String], runs: usize) -> Result<(Vec<Duration>, Vec<Duration>), String> {
-    let (mut initialized, mut listed) = (Vec::new(), Vec::new());
+/// What [`start`] measured, each list sorted (shortest first).
+struct Started {
+    initialized: Vec<Duration>,
+    listed: Vec<Duration>,
+    /// Tools in the first tools/list answer, per launch (sorted).
+    first_count: Vec<usize>,
+    /// Until a tools/list included the tool asked for, per launch (sorted).
+    tool_listed: Vec<Duration>,
+}
+
+/// Launch `command` `runs` times; each time, how long until it answered initialize, until it
+/// answered the first tools/list, and (with `tool`) until a tools/list included `tool`.
+fn start(command: &[String], runs: usize, tool: Option<&str>) -> Result<Started, String> {
+    let mut out = Started {
+        initialized: Vec::new(),
+        listed: Vec::new(),
+        first_count: Vec::new(),
+        tool_listed: Vec::new(),
+    };
+    let names = |answer: &Value| -> Result<Vec<String>, String> {
+        let tools = answer["result"]["tools"]
+            .as_array()
+            .ok_or_else(|| format!("tools/list was not answered with a list: {answer}"))?;
+        Ok(tools
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_string))
+            .collect())
+    };
     for _ in 0..runs {
         let launched = Instant::now();
         let mut s = Server::start(command)?;
-        initialized.push(launched.elapsed());
-        let id = s.fresh_ids(1).start;
-        s.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}))?;
-        let answer = s.answer(id)?;
-        listed.push(launched.elapsed());
-        s.stop();
-        if answer.get("result").is_none() {
-            return Err(format!(
-                "tools/list was not answered with a result: {answer}"
-            ));
+        out.initialized.push(launched.elapsed());
+        let list = |s: &mut Server| -> Result<Vec<String>, String> {
+            let id = s.fresh_ids(1).start;
+            s.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}))?;
+            names(&s.answer(id)?)
+        };
+        let first = list(&mut s)?;
+        out.listed.push(launched.elapsed());
+        out.first_count.push(first.len());
+        if let Some(tool) = tool {
+            let mut listed = first;
+            while !listed.iter().any(|n| n == tool) {
+                if launched.elapsed() > Duration::from_secs(60) {
+                    s.stop();
+                    return Err(format!("`{tool}` was not listed within 60 s"));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+                listed = list(&mut s)?;
+            }
+            out.tool_listed.push(launched.elapsed());
         }
+        s.stop();
     }
-    initialized.sort();
-    listed.sort();
-    Ok((initialized, listed))
+    out.initialized.sort();
+    out.listed.sort();
+    out.first_count.sort();
+    out.tool_listed.sort();
+    Ok(out)
 }
 
 fn pipelined(command: &[String], t: &Target, inflight: usize) -> Result<(f64, usize), String> {
@@ -351,20 +392,25 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Mode::Start {
             runs,
+            tool,
             json,
             command,
         } => {
-            let (initialized, listed) = start(&command, runs.max(1))?;
+            let started = start(&command, runs.max(1), tool.as_deref())?;
             let ms = |d: Duration| d.as_secs_f64() * 1e3;
-            let (i, l) = (&initialized, &listed);
+            let stats = |v: &[Duration]| json!({"median": ms(v[v.len() / 2]), "min": ms(v[0]), "max": ms(v[v.len() - 1])});
+            let counts = &started.first_count;
             if json {
                 println!(
                     "{}",
                     json!({
                         "mode": "start",
                         "runs": runs.max(1),
-                        "initialize_ms": {"median": ms(i[i.len() / 2]), "min": ms(i[0]), "max": ms(i[i.len() - 1])},
-                        "first_tools_list_ms": {"median": ms(l[l.len() / 2]), "min": ms(l[0]), "max": ms(l[l.len() - 1])},
+                        "initialize_ms": stats(&started.initialized),
+                        "first_tools_list_ms": stats(&started.listed),
+                        "first_tools_list_count": {"min": counts[0], "max": counts[counts.len() - 1]},
+                        "tool": tool,
+                        "tool_listed_ms": (!started.tool_listed.is_empty()).then(|| stats(&started.tool_listed)),
                     })
                 );
             } else {
@@ -372,10 +418,18 @@ fn run(cli: Cli) -> Result<(), String> {
                     "{:<36} {:>9} {:>9} {:>9}",
                     "from launch to", "median ms", "min ms", "max ms"
                 );
+                let until_tool = tool
+                    .as_ref()
+                    .map(|t| format!("a tools/list with `{t}`"))
+                    .unwrap_or_default();
                 for (name, v) in [
-                    ("the answer to initialize", i),
-                    ("the first tools/list answered", l),
+                    ("the answer to initialize", &started.initialized),
+                    ("the first tools/list answered", &started.listed),
+                    (until_tool.as_str(), &started.tool_listed),
                 ] {
+                    if v.is_empty() {
+                        continue;
+                    }
                     println!(
                         "{name:<36} {:>9.1} {:>9.1} {:>9.1}",
                         ms(v[v.len() / 2]),
@@ -383,6 +437,14 @@ fn run(cli: Cli) -> Result<(), String> {
                         ms(v[v.len() - 1])
                     );
                 }
+                println!(
+                    "tools in the first tools/list: {}",
+                    if counts[0] == counts[counts.len() - 1] {
+                        counts[0].to_string()
+                    } else {
+                        format!("{}-{}", counts[0], counts[counts.len() - 1])
+                    }
+                );
             }
             Ok(())
         }
