@@ -4,7 +4,7 @@
 //! ```text
 //! cargo bench -p vak-bench                    # all of them (optimised build)
 //! cargo bench -p vak-bench --bench schema     # one
-//! cargo test -p vak-bench --benches           # a smoke run: each benchmark once
+//! cargo test --benches                        # a smoke run: each benchmark once (as CI does)
 //! ```
 
 use serde_json::{Value, json};
