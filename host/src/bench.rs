@@ -129,8 +129,14 @@ impl EngineVariantCall {
         let engine = wasmtime::Engine::new(&config).map_err(|e| format!("{e:#}"))?;
         let component = wasmtime::component::Component::new(&engine, component)
             .map_err(|e| format!("{e:#}"))?;
-        let grants: crate::dispatch::linker::GrantSet =
-            admitted.grant.capabilities.keys().copied().collect();
+        // The capabilities admission linked: the claimed ones (all granted, or it was refused).
+        let grants: crate::dispatch::linker::GrantSet = admitted
+            .descriptor
+            .claims
+            .capabilities
+            .iter()
+            .filter_map(|c| crate::capabilities::Capability::from_name(&c.name))
+            .collect();
         let linker = crate::dispatch::linker::Linkers::default()
             .for_grants(&engine, &grants)
             .map_err(|e| format!("{e:#}"))?;

@@ -317,8 +317,8 @@ impl Key {
 }
 
 /// Name → position in an entry list, for objects with more entries than a scan suits: open
-/// addressing with linear probes, in a table at most a quarter full. Only the schema's own names are
-/// ever inserted, at compile time: whatever keys an instance brings, a probe ends within the
+/// addressing with linear probes, in a table at most a quarter full. Only the schema's own names
+/// are ever inserted, at compile time: whatever keys an instance brings, a probe ends within the
 /// runs those names made.
 #[derive(Debug, Clone)]
 struct Index {

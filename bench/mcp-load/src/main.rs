@@ -397,8 +397,12 @@ fn run(cli: Cli) -> Result<(), String> {
             command,
         } => {
             let started = start(&command, runs.max(1), tool.as_deref())?;
-            let ms = |d: Duration| d.as_secs_f64() * 1e3;
-            let stats = |v: &[Duration]| json!({"median": ms(v[v.len() / 2]), "min": ms(v[0]), "max": ms(v[v.len() - 1])});
+            // Median, shortest and longest, in ms (`percentile` gives µs).
+            let spread = |v: &[Duration]| [0.5, 0.0, 1.0].map(|p| percentile(v, p) / 1e3);
+            let stats = |v: &[Duration]| {
+                let [median, min, max] = spread(v);
+                json!({"median": median, "min": min, "max": max})
+            };
             let counts = &started.first_count;
             if json {
                 println!(
@@ -430,12 +434,8 @@ fn run(cli: Cli) -> Result<(), String> {
                     if v.is_empty() {
                         continue;
                     }
-                    println!(
-                        "{name:<36} {:>9.1} {:>9.1} {:>9.1}",
-                        ms(v[v.len() / 2]),
-                        ms(v[0]),
-                        ms(v[v.len() - 1])
-                    );
+                    let [median, min, max] = spread(v);
+                    println!("{name:<36} {median:>9.1} {min:>9.1} {max:>9.1}");
                 }
                 println!(
                     "tools in the first tools/list: {}",

@@ -127,27 +127,20 @@ pub fn engine_config(
         .max_core_instances_per_component(64)
         .max_memories_per_component(4)
         .max_tables_per_component(16)
-        .max_memory_size(settings.max_memory_bytes as usize)
+        .max_memory_size(settings.max_memory_bytes as usize);
+    match allocation {
+        Allocation::OnDemand => return config,
+        // wasmtime's own reset: nothing kept resident, every page zeroed or unmapped.
+        Allocation::Pooling => pool.pagemap_scan(wasmtime::Enabled::No),
         // Keep what a call touched resident: the next call in the slot reuses those pages
         // without faults. With PAGEMAP_SCAN (Linux 6.7+) only the dirtied pages are reset,
         // so a large threshold costs no memset of untouched memory.
-        .linear_memory_keep_resident(settings.keep_resident_bytes)
-        .table_keep_resident((settings.keep_resident_bytes / 16).min(1 << 20))
-        .pagemap_scan(wasmtime::Enabled::Auto);
-    match allocation {
-        Allocation::OnDemand => {}
-        Allocation::Pooling => {
-            let mut plain = pool.clone();
-            plain
-                .linear_memory_keep_resident(0)
-                .table_keep_resident(0)
-                .pagemap_scan(wasmtime::Enabled::No);
-            config.allocation_strategy(InstanceAllocationStrategy::Pooling(plain));
-        }
-        Allocation::TunedPooling => {
-            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        }
-    }
+        Allocation::TunedPooling => pool
+            .linear_memory_keep_resident(settings.keep_resident_bytes)
+            .table_keep_resident((settings.keep_resident_bytes / 16).min(1 << 20))
+            .pagemap_scan(wasmtime::Enabled::Auto),
+    };
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     config
 }
 
