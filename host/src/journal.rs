@@ -822,7 +822,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn records_committed_together_are_signed_together() {
         // Synced, the writer thread commits every record; committed, a caller that finds the
-        // writer idle commits its own, and the others queue for the thread.
+        // writer idle commits its own, and the others queue for the thread. The test holds the
+        // writer until all 64 are queued, so they share commits however the threads are
+        // scheduled (left to chance, a slow machine committed all 64 one by one).
         for durability in [Durability::Synced, Durability::Committed] {
             committed_together_signed_together(durability).await;
         }
@@ -832,14 +834,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let j = Arc::new(Journal::open(&dir.path().join("j.sqlite"), durability).unwrap());
         let key = Arc::new(HostKey::from_seed_hex(&"07".repeat(32)).unwrap());
-        let appends = (0..64).map(|n| {
-            let (j, key) = (j.clone(), key.clone());
-            tokio::spawn(async move {
-                let mut r = CallRecord::new(format!("call_{n}"), "t".into(), "api".into(), "{}");
-                let entry = j.append_signing(&mut r, &key).await.unwrap();
-                (r, entry)
+        let held = j.state.lock().unwrap();
+        let appends: Vec<_> = (0..64)
+            .map(|n| {
+                let (j, key) = (j.clone(), key.clone());
+                tokio::spawn(async move {
+                    let mut r =
+                        CallRecord::new(format!("call_{n}"), "t".into(), "api".into(), "{}");
+                    let entry = j.append_signing(&mut r, &key).await.unwrap();
+                    (r, entry)
+                })
             })
-        });
+            .collect();
+        // The tasks run on the runtime's workers; this thread waits without awaiting.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while j.queued.load(Ordering::Acquire) < 64 {
+            assert!(std::time::Instant::now() < deadline, "64 appends queued");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        drop(held);
         let mut batched = 0;
         for done in futures::future::join_all(appends).await {
             let (r, _entry) = done.unwrap();
