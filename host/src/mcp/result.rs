@@ -33,12 +33,10 @@ pub fn call_result(record: &CallRecord, declared_output: bool) -> Value {
                 content.push(json!({ "type": "text", "text": p.to_string() }));
             }
             content.extend(result.attachments.iter().map(attachment_content));
-            let mut out = json!({
-                "resultType": "complete",
-                "content": content,
-                "isError": false,
-                "_meta": meta,
-            });
+            // Moved in rather than named in `json!`, which copies a value through `to_value`.
+            let mut out = json!({ "resultType": "complete", "isError": false });
+            out["content"] = Value::Array(content);
+            out["_meta"] = meta;
             match payload {
                 Some(p) if p.is_object() && (passed || !declared_output) => {
                     out["structuredContent"] = p;
@@ -155,12 +153,13 @@ pub(crate) fn typed(value: Value) -> Result<rmcp::model::CallToolResult, serde_j
 }
 
 fn error_result(text: String, meta: Value) -> Value {
-    json!({
+    let mut out = json!({
         "resultType": "complete",
         "content": [{ "type": "text", "text": text }],
         "isError": true,
-        "_meta": meta,
-    })
+    });
+    out["_meta"] = meta;
+    out
 }
 
 fn meta(record: &CallRecord) -> Value {
