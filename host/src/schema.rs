@@ -1347,13 +1347,33 @@ mod tests {
         }));
         let mut all: Vec<(String, Value)> = (0..20).map(|i| (format!("p{i}"), json!(i))).collect();
         all.push(("extra".into(), json!("x")));
-        for order in [false, true] {
-            let mut entries = all.clone();
-            if order {
-                entries.reverse();
-            }
-            let object = Value::Object(entries.into_iter().collect());
+        // The schema's order, reversed, sorted by name (p0, p1, p10, …) and shuffled: each
+        // valid, and each invalid once a value is of the wrong type.
+        let mut orders = vec![all.clone()];
+        orders.push(all.iter().rev().cloned().collect());
+        let mut sorted = all.clone();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        orders.push(sorted);
+        let mut shuffled = all.clone();
+        for i in (1..shuffled.len()).rev() {
+            shuffled.swap(i, (i * 7 + 3) % (i + 1));
+        }
+        orders.push(shuffled);
+        for entries in orders {
+            let object = Value::Object(entries.iter().cloned().collect());
             assert!(s.is_valid(&object), "{object}");
+            for wrong in ["p0", "p10", "p19", "extra"] {
+                let mut object = object.clone();
+                object[wrong] = if wrong == "extra" {
+                    json!(1)
+                } else {
+                    json!("x")
+                };
+                assert!(!s.is_valid(&object), "{object}");
+                let (violations, _) = listed(&s, &object);
+                assert_eq!(violations.len(), 1, "{object}");
+                assert_eq!(violations[0].0, format!("/{wrong}"));
+            }
         }
         // Out of order, with the required names missing, an undeclared key of the wrong type
         // and a declared one of the wrong type.

@@ -117,12 +117,49 @@ pub fn cases(host: &Host) -> Vec<Case> {
             invalid: Value::Object(wide_invalid.clone()),
         },
         // The same, the arguments' keys in the reverse of the schema's order: vak's validator
-        // tries the schema's next property first, so this is its slow path.
+        // tries the property after the previous match first, so this (like any order without
+        // runs of the schema's) goes through its index.
         Case {
             name: "wide, keys reversed",
+            schema: json!({"type": "object", "required": ["field_0", "field_59"], "properties": wide_props.clone()}),
+            valid: Value::Object(wide_valid.clone().into_iter().rev().collect()),
+            invalid: Value::Object(wide_invalid.clone().into_iter().rev().collect()),
+        },
+        // Sorted by name (field_0, field_1, field_10, …), as Go's encoding/json writes a map
+        // and JSON canonicalization orders keys: runs of the schema's order, broken where a
+        // name's digits roll over.
+        Case {
+            name: "wide, keys sorted",
+            schema: json!({"type": "object", "required": ["field_0", "field_59"], "properties": wide_props.clone()}),
+            valid: Value::Object(sorted(wide_valid.clone())),
+            invalid: Value::Object(sorted(wide_invalid.clone())),
+        },
+        // In no order at all (a fixed shuffle).
+        Case {
+            name: "wide, keys shuffled",
             schema: json!({"type": "object", "required": ["field_0", "field_59"], "properties": wide_props}),
-            valid: Value::Object(wide_valid.into_iter().rev().collect()),
-            invalid: Value::Object(wide_invalid.into_iter().rev().collect()),
+            valid: Value::Object(shuffled(wide_valid)),
+            invalid: Value::Object(shuffled(wide_invalid)),
         },
     ]
+}
+
+/// `map`'s entries sorted by name.
+fn sorted(map: serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+    let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    entries.into_iter().collect()
+}
+
+/// `map`'s entries in a fixed pseudo-random order (a Fisher–Yates shuffle driven by an LCG).
+fn shuffled(map: serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+    let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    for i in (1..entries.len()).rev() {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        entries.swap(i, (state >> 33) as usize % (i + 1));
+    }
+    entries.into_iter().collect()
 }
