@@ -387,7 +387,7 @@ impl Entries {
     }
 
     /// [`Entries::find`] when the guess missed.
-    #[inline(never)]
+    #[inline(always)]
     fn search(&self, name: &str, next: &mut usize) -> Option<&Entry> {
         let at = match &self.index {
             Some(index) => index.get(&self.list, name)?,
