@@ -129,14 +129,11 @@ impl EngineVariantCall {
         let engine = wasmtime::Engine::new(&config).map_err(|e| format!("{e:#}"))?;
         let component = wasmtime::component::Component::new(&engine, component)
             .map_err(|e| format!("{e:#}"))?;
-        // The capabilities admission linked: the claimed ones (all granted, or it was refused).
-        let grants: crate::dispatch::linker::GrantSet = admitted
-            .descriptor
-            .claims
-            .capabilities
-            .iter()
-            .filter_map(|c| crate::capabilities::Capability::from_name(&c.name))
-            .collect();
+        // The capabilities admission linked, as its verdict recorded them.
+        let grants: crate::dispatch::linker::GrantSet = match &admitted.examination.verdict {
+            crate::admission::Verdict::Admitted { granted } => granted.iter().copied().collect(),
+            crate::admission::Verdict::Refused { .. } => Default::default(),
+        };
         let linker = crate::dispatch::linker::Linkers::default()
             .for_grants(&engine, &grants)
             .map_err(|e| format!("{e:#}"))?;
