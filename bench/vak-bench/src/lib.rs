@@ -46,10 +46,10 @@ pub fn cases(host: &Host) -> Vec<Case> {
             .expect("a bundled tool")
     };
     let figure = |v: f64| json!({"name": "p99", "period": {"start": "2026-11-01", "end": "2026-11-30"}, "unit": "ms", "basis": "p99", "value": v});
-    let wide_props: serde_json::Map<String, Value> = (0..60)
+    let wide_props: Map = (0..60)
         .map(|i| (format!("field_{i}"), json!({"type": if i % 3 == 0 { "integer" } else if i % 3 == 1 { "string" } else { "boolean" }})))
         .collect();
-    let wide_valid: serde_json::Map<String, Value> = (0..60)
+    let wide_valid: Map = (0..60)
         .map(|i| {
             (
                 format!("field_{i}"),
@@ -79,6 +79,14 @@ pub fn cases(host: &Host) -> Vec<Case> {
                     "tags": {"type": "array", "items": {"enum": ["gift", "fragile", "bulk"]}}}}}
         }
     });
+    let wide_schema =
+        json!({"type": "object", "required": ["field_0", "field_59"], "properties": wide_props});
+    let wide = |name, arrange: fn(Map) -> Map| Case {
+        name,
+        schema: wide_schema.clone(),
+        valid: Value::Object(arrange(wide_valid.clone())),
+        invalid: Value::Object(arrange(wide_invalid.clone())),
+    };
     let lines: Vec<Value> = (0..20)
         .map(|i| json!({"sku": format!("sku-{i}"), "qty": i, "tags": ["gift", "bulk"]}))
         .collect();
@@ -110,49 +118,29 @@ pub fn cases(host: &Host) -> Vec<Case> {
             valid: json!({"customer": {"id": 7, "tier": "pro"}, "lines": lines}),
             invalid: json!({"customer": {"id": 7, "tier": "gold"}, "lines": bad_lines}),
         },
-        Case {
-            name: "wide (60 properties)",
-            schema: json!({"type": "object", "required": ["field_0", "field_59"], "properties": wide_props.clone()}),
-            valid: Value::Object(wide_valid.clone()),
-            invalid: Value::Object(wide_invalid.clone()),
-        },
-        // The same, the arguments' keys in the reverse of the schema's order: vak's validator
-        // tries the property after the previous match first, so this (like any order without
-        // runs of the schema's) goes through its index.
-        Case {
-            name: "wide, keys reversed",
-            schema: json!({"type": "object", "required": ["field_0", "field_59"], "properties": wide_props.clone()}),
-            valid: Value::Object(wide_valid.clone().into_iter().rev().collect()),
-            invalid: Value::Object(wide_invalid.clone().into_iter().rev().collect()),
-        },
-        // Sorted by name (field_0, field_1, field_10, …), as Go's encoding/json writes a map
-        // and JSON canonicalization orders keys: runs of the schema's order, broken where a
-        // name's digits roll over.
-        Case {
-            name: "wide, keys sorted",
-            schema: json!({"type": "object", "required": ["field_0", "field_59"], "properties": wide_props.clone()}),
-            valid: Value::Object(sorted(wide_valid.clone())),
-            invalid: Value::Object(sorted(wide_invalid.clone())),
-        },
-        // In no order at all (a fixed shuffle).
-        Case {
-            name: "wide, keys shuffled",
-            schema: json!({"type": "object", "required": ["field_0", "field_59"], "properties": wide_props}),
-            valid: Value::Object(shuffled(wide_valid)),
-            invalid: Value::Object(shuffled(wide_invalid)),
-        },
+        // The same 60-property arguments in four orders. vak's validator tries the property
+        // after the previous match first: in the schema's order that is one comparison a key;
+        // reversed or shuffled, every key goes through its index; sorted by name (field_0,
+        // field_1, field_10, …, as Go's encoding/json writes a map and JSON canonicalization
+        // orders keys) comes in runs of the schema's order, broken where the digits roll over.
+        wide("wide (60 properties)", |m| m),
+        wide("wide, keys reversed", |m| m.into_iter().rev().collect()),
+        wide("wide, keys sorted", sorted),
+        wide("wide, keys shuffled", shuffled),
     ]
 }
 
+type Map = serde_json::Map<String, Value>;
+
 /// `map`'s entries sorted by name.
-fn sorted(map: serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+fn sorted(map: Map) -> Map {
     let mut entries: Vec<(String, Value)> = map.into_iter().collect();
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     entries.into_iter().collect()
 }
 
 /// `map`'s entries in a fixed pseudo-random order (a Fisher–Yates shuffle driven by an LCG).
-fn shuffled(map: serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+fn shuffled(map: Map) -> Map {
     let mut entries: Vec<(String, Value)> = map.into_iter().collect();
     let mut state: u64 = 0x2545_f491_4f6c_dd1d;
     for i in (1..entries.len()).rev() {
