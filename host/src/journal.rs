@@ -328,16 +328,15 @@ impl Journal {
                 Box::new(move || Writer::run(&state, &rx, &queued)),
             )?
         };
-        let checkpointer = match checkpoint_conn {
-            Some(conn) => {
+        let checkpointer = checkpoint_conn
+            .map(|conn| {
                 let state = state.clone();
-                Some(spawn(
+                spawn(
                     "vak-checkpoint",
                     Box::new(move || checkpoints(conn, &state, &asked)),
-                )?)
-            }
-            None => None,
-        };
+                )
+            })
+            .transpose()?;
         Ok(Journal {
             path: path.to_path_buf(),
             reader: Mutex::new(reader),
