@@ -28,9 +28,11 @@ pub fn call_result(record: &CallRecord, declared_output: bool) -> Value {
                 .as_deref()
                 .and_then(|p| serde_json::from_str::<Value>(p).ok());
             let passed = record.outcome["payload_passed"].as_bool() == Some(true);
-            let mut content = vec![json!({ "type": "text", "text": result.markdown })];
-            if let Some(p) = &payload {
-                content.push(json!({ "type": "text", "text": p.to_string() }));
+            let mut content = vec![text_item(result.markdown.clone())];
+            // The payload's JSON text as the tool returned it, for clients that read only
+            // `content` (it parsed, or it would not be sent).
+            if let (Some(_), Some(text)) = (&payload, &result.payload_json) {
+                content.push(text_item(text.clone()));
             }
             content.extend(result.attachments.iter().map(attachment_content));
             // Moved in rather than named in `json!`, which copies a value through `to_value`.
@@ -52,7 +54,7 @@ pub fn call_result(record: &CallRecord, declared_output: bool) -> Value {
                     };
                     out["isError"] = Value::Bool(true);
                     if let Some(items) = out["content"].as_array_mut() {
-                        items.push(json!({ "type": "text", "text": why }));
+                        items.push(text_item(why));
                     }
                 }
                 _ => {}
@@ -153,13 +155,18 @@ pub(crate) fn typed(value: Value) -> Result<rmcp::model::CallToolResult, serde_j
 }
 
 fn error_result(text: String, meta: Value) -> Value {
-    let mut out = json!({
-        "resultType": "complete",
-        "content": [{ "type": "text", "text": text }],
-        "isError": true,
-    });
+    let mut out = json!({ "resultType": "complete", "isError": true });
+    out["content"] = Value::Array(vec![text_item(text)]);
     out["_meta"] = meta;
     out
+}
+
+/// A `text` content item, `text` moved in (`json!` would copy it through `to_value`).
+fn text_item(text: String) -> Value {
+    let mut item = serde_json::Map::new();
+    item.insert("type".into(), Value::from("text"));
+    item.insert("text".into(), Value::String(text));
+    Value::Object(item)
 }
 
 fn meta(record: &CallRecord) -> Value {
