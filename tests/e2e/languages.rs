@@ -169,12 +169,18 @@ async fn a_python_tool_runs_through_the_whole_lifecycle() {
     assert_guide_shows(&tool.join("app.py"), "python");
     let wit = wit_dir(&tool, &work);
     let wasm = work.join("py-clock.wasm");
+    // componentize-py imports the app, and its Python writes `__pycache__` beside the source
+    // (PYTHONDONTWRITEBYTECODE is not honoured): it builds from a copy, so that the tree under
+    // `tools/` (which vak-host's build script watches) is left as it was.
+    let source = work.join("app");
+    std::fs::create_dir_all(&source).unwrap();
+    std::fs::copy(tool.join("app.py"), source.join("app.py")).unwrap();
     run(Command::new(bin.join("componentize-py"))
         .current_dir(&work)
         .arg("-d")
         .arg(&wit)
         .args(["-w", "py-clock", "componentize", "app", "-p"])
-        .arg(&tool)
+        .arg(&source)
         .arg("-o")
         .arg(&wasm)
         .arg("--stub-wasi"))
