@@ -311,6 +311,7 @@ impl Journal {
             stats: stats.clone(),
             wal_frames,
             frames_at_request: 0,
+            frames_at_own: 0,
             checkpoint: inline.then(|| (wake, checkpointing.clone())),
         }));
         let queued = Arc::new(AtomicUsize::new(0));
@@ -586,6 +587,10 @@ struct Writer {
     wal_frames: Arc<std::sync::atomic::AtomicI64>,
     /// Frames in the WAL when the checkpointer was last asked.
     frames_at_request: i64,
+    /// Frames in the WAL when the writer last checkpointed itself (0 once the WAL starts over):
+    /// where a reader holds the WAL and the checkpoint cannot complete, the next attempt waits
+    /// for another [`CHECKPOINT_EVERY_FRAMES`] rather than costing every commit.
+    frames_at_own: i64,
     /// Wakes the checkpointer, and is held by it while it checkpoints (`None` where SQLite
     /// checkpoints by itself, and once the journal closes).
     checkpoint: Option<(mpsc::SyncSender<()>, Arc<Mutex<()>>)>,
@@ -639,6 +644,9 @@ impl Writer {
                 if frames < self.frames_at_request {
                     self.frames_at_request = 0;
                 }
+                if frames < self.frames_at_own {
+                    self.frames_at_own = 0;
+                }
                 if frames - self.frames_at_request >= CHECKPOINT_EVERY_FRAMES
                     && let Some((wake, _)) = &self.checkpoint
                     // Full: a checkpoint is asked for already, and will see these too.
@@ -653,13 +661,15 @@ impl Writer {
                 // The checkpointer has fallen behind: checkpoint here, holding the writer (no
                 // frame is added meanwhile) once the checkpointer's own checkpoint is over (two
                 // at once, SQLite refuses one), so that this one completes.
-                if frames >= CHECKPOINT_LIMIT_FRAMES
+                if frames
+                    >= CHECKPOINT_LIMIT_FRAMES.max(self.frames_at_own + CHECKPOINT_EVERY_FRAMES)
                     && let Some((_, checkpointing)) = &self.checkpoint
                 {
                     let _idle = checkpointing.lock().unwrap_or_else(|p| p.into_inner());
                     if let Err(e) = passive_checkpoint(&self.conn) {
                         tracing::warn!(error = %e, "journal checkpoint failed");
                     }
+                    self.frames_at_own = frames;
                 }
             }
             Err(e) => {
