@@ -31,7 +31,9 @@ pub fn call_result(record: &CallRecord, declared_output: bool) -> Value {
             let mut content = vec![text_item(result.markdown.clone())];
             // The payload's JSON text as the tool returned it, for clients that read only
             // `content` (it parsed, or it would not be sent).
-            if let (Some(_), Some(text)) = (&payload, &result.payload_json) {
+            if payload.is_some()
+                && let Some(text) = &result.payload_json
+            {
                 content.push(text_item(text.clone()));
             }
             content.extend(result.attachments.iter().map(attachment_content));
