@@ -271,15 +271,48 @@ impl Enumeration {
 #[derive(Debug, Clone)]
 struct Entry {
     name: String,
+    rule: Rule,
+}
+
+/// What a name's value is checked against.
+#[derive(Debug, Clone, Copy)]
+struct Rule {
     /// The subschema the value is checked against: the declared one, else `additionalProperties`.
     target: Option<NodeId>,
+    /// The target's types ([`Types::ANY`] without a target), and whether they are all it
+    /// checks: a leaf is decided from the rule, without reading its node.
+    types: Types,
+    leaf: bool,
     declared: bool,
     required: bool,
 }
 
+impl Rule {
+    /// No target: every value passes.
+    const NONE: Rule = Rule {
+        target: None,
+        types: Types::ANY,
+        leaf: true,
+        declared: false,
+        required: false,
+    };
+
+    /// `leaves`: each node's types, and whether its shape is [`Shape::Types`].
+    fn new(target: Option<NodeId>, declared: bool, leaves: &[(Types, bool)]) -> Rule {
+        let (types, leaf) = target.map_or((Types::ANY, true), |t| leaves[t]);
+        Rule {
+            target,
+            types,
+            leaf,
+            declared,
+            required: false,
+        }
+    }
+}
+
 /// A name's length with its first and last 8 bytes (or 4, or single bytes, overlapping when the
 /// name is short): two names of at most 16 bytes are equal exactly when their keys are; longer
-/// ones also need their bytes compared. It is what the property index hashes and compares.
+/// ones also need their bytes compared. It is what the property table and index hash and compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Key {
     len: usize,
@@ -292,16 +325,34 @@ impl Key {
     fn of(name: &str) -> Key {
         let b = name.as_bytes();
         let n = b.len();
-        let (head, tail) = match n {
-            0 => (0, 0),
-            1..=3 => (
+        // Most names are 8 bytes or longer: that case is tested first.
+        let (head, tail) = if n >= 8 {
+            (word8(b, 0), word8(b, n - 8))
+        } else if n >= 4 {
+            (u64::from(word4(b, 0)), u64::from(word4(b, n - 4)))
+        } else if n > 0 {
+            (
                 u64::from(b[0]) | u64::from(b[n / 2]) << 8 | u64::from(b[n - 1]) << 16,
                 0,
-            ),
-            4..=7 => (u64::from(word4(b, 0)), u64::from(word4(b, n - 4))),
-            _ => (word8(b, 0), word8(b, n - 8)),
+            )
+        } else {
+            (0, 0)
         };
         Key { len: n, head, tail }
+    }
+
+    /// Never the key of a name (no string is `usize::MAX` bytes long): an empty [`Table`] slot.
+    const NONE: Key = Key {
+        len: usize::MAX,
+        head: 0,
+        tail: 0,
+    };
+
+    /// The three fields in one word, for [`Table`]'s multiplicative hash. The tail is rotated
+    /// so that a name whose head and tail are the same word (8 bytes long) does not cancel out.
+    #[inline(always)]
+    fn word(self) -> u64 {
+        self.head ^ self.tail.rotate_left(32) ^ self.len as u64
     }
 
     /// A slot in a table of `size` (a power of two): the two words multiplied as 128 bits and
@@ -316,7 +367,114 @@ impl Key {
     }
 }
 
-/// Name → position in an entry list, for objects with more entries than a scan suits: open
+/// A perfect hash of an object's names: a multiplier found at compile time sends each name's
+/// [`Key::word`] to a slot of its own, so a lookup is one multiply, one probe and one key
+/// comparison, with no loop and no guess, in whatever order the instance lists its keys.
+#[derive(Debug, Clone)]
+struct Table {
+    multiplier: u64,
+    /// 64 − log2 of the table size: the product's top bits pick the slot.
+    shift: u32,
+    /// Each slot: a name's key, its position in the entry list and its rule (a lookup reads
+    /// nothing else), or [`Key::NONE`].
+    slots: Vec<Slot>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    key: Key,
+    /// The entry's position, for a name longer than a key.
+    at: u32,
+    rule: Rule,
+}
+
+impl Slot {
+    const EMPTY: Slot = Slot {
+        key: Key::NONE,
+        at: 0,
+        rule: Rule::NONE,
+    };
+}
+
+impl Table {
+    /// Multipliers tried for each table size before a larger one is tried.
+    const TRIES: u32 = 1024;
+    /// Most names an object may have for a table (then at most 1,024 slots): a larger set is
+    /// seldom separated within eight slots a name anyway.
+    const MAX_NAMES: usize = 128;
+
+    /// The smallest table with at least 2 slots a name (then twice, four times as large) for
+    /// which a multiplier sends every name to a slot of its own; none if no size has one (a
+    /// large or unlucky set, or names longer than 16 bytes that share their key): then the
+    /// entries go through an [`Index`]. Compile time only, and bounded: each try stops at the
+    /// first collision.
+    fn new(list: &[Entry]) -> Option<Table> {
+        if list.len() > Table::MAX_NAMES {
+            return None;
+        }
+        let keys: Vec<Key> = list.iter().map(|e| Key::of(&e.name)).collect();
+        // Two names with the same word share a slot whatever the multiplier.
+        let mut words: Vec<u64> = keys.iter().map(|k| k.word()).collect();
+        words.sort_unstable();
+        if words.windows(2).any(|w| w[0] == w[1]) {
+            return None;
+        }
+        let min_bits = (2 * list.len()).next_power_of_two().trailing_zeros();
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        for bits in min_bits..min_bits + 3 {
+            let shift = 64 - bits;
+            let slot =
+                |key: Key, multiplier: u64| (key.word().wrapping_mul(multiplier) >> shift) as usize;
+            // The slots taken so far, one bit each: a try costs no more than its names.
+            let mut taken = vec![0u64; (1usize << bits).div_ceil(64)];
+            for _ in 0..Table::TRIES {
+                // Odd multipliers from a fixed sequence: the same schema gets the same table.
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                let multiplier = state | 1;
+                taken.fill(0);
+                let separates = keys.iter().all(|&key| {
+                    let at = slot(key, multiplier);
+                    let (word, bit) = (&mut taken[at / 64], 1 << (at % 64));
+                    let free = *word & bit == 0;
+                    *word |= bit;
+                    free
+                });
+                if separates {
+                    let mut slots = vec![Slot::EMPTY; 1 << bits];
+                    for (at, (&key, entry)) in keys.iter().zip(list).enumerate() {
+                        slots[slot(key, multiplier)] = Slot {
+                            key,
+                            at: u32::try_from(at).ok()?,
+                            rule: entry.rule,
+                        };
+                    }
+                    return Some(Table {
+                        multiplier,
+                        shift,
+                        slots,
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// The rule for `name`, if it is one of the names; `list` is the entry list, for names
+    /// longer than a key.
+    #[inline(always)]
+    fn find(&self, list: &[Entry], name: &str) -> Option<&Rule> {
+        let key = Key::of(name);
+        let at = (key.word().wrapping_mul(self.multiplier) >> self.shift) as usize;
+        let slot = self.slots.get(at)?;
+        let same = slot.key == key
+            && (key.len <= 16 || list.get(slot.at as usize).is_some_and(|e| e.name == name));
+        same.then_some(&slot.rule)
+    }
+}
+
+/// Name → position in an entry list, when no [`Table`] separates the names: open
 /// addressing with linear probes, in a table at most a quarter full. Only the schema's own names
 /// are ever inserted, at compile time: whatever keys an instance brings, a probe ends within the
 /// runs those names made.
@@ -358,8 +516,8 @@ impl Index {
     }
 }
 
-/// Up to this many entries, a lookup that missed the guess scans them; beyond, it goes through
-/// an [`Index`].
+/// Up to this many entries, a lookup that missed the guess scans them; beyond, a lookup goes
+/// through a [`Table`] (or, failing one, an [`Index`]).
 const SCAN_MAX: usize = 8;
 
 /// The names an object schema mentions, for lookup by an instance's keys.
@@ -367,16 +525,27 @@ const SCAN_MAX: usize = 8;
 struct Entries {
     /// Declared properties in the schema's order, then required names not declared.
     list: Vec<Entry>,
-    /// Name → position in `list`, when the list is too long to scan.
+    /// Name → rule, when the list is too long to scan: every lookup goes through it.
+    table: Option<Table>,
+    /// Name → position in `list`, when the list is too long to scan and no table was found.
     index: Option<Index>,
 }
 
 impl Entries {
-    /// The entry for `name`. Arguments usually list their properties in the schema's order, so
-    /// the entry after the previous match (`next`) is tried first: then an object costs one
-    /// string comparison per property, whatever its size.
+    /// The entry for `name`, from the [`Table`] if there is one, else by [`Entries::guess`].
     #[inline(always)]
-    fn find(&self, name: &str, next: &mut usize) -> Option<&Entry> {
+    fn find(&self, name: &str, next: &mut usize) -> Option<&Rule> {
+        match &self.table {
+            Some(table) => table.find(&self.list, name),
+            None => self.guess(name, next).map(|e| &e.rule),
+        }
+    }
+
+    /// The entry for `name`, without a [`Table`]. Arguments usually list their properties in
+    /// the schema's order, so the entry after the previous match (`next`) is tried first: then
+    /// an object costs one string comparison per property, whatever its size.
+    #[inline(always)]
+    fn guess(&self, name: &str, next: &mut usize) -> Option<&Entry> {
         if let Some(entry) = self.list.get(*next)
             && same_str(&entry.name, name)
         {
@@ -386,7 +555,7 @@ impl Entries {
         self.search(name, next)
     }
 
-    /// [`Entries::find`] when the guess missed.
+    /// [`Entries::guess`] when the guess missed.
     #[inline(always)]
     fn search(&self, name: &str, next: &mut usize) -> Option<&Entry> {
         let at = match &self.index {
@@ -436,6 +605,8 @@ struct Node {
     required_count: usize,
     entries: Entries,
     additional: Option<NodeId>,
+    /// The rule for a name `entries` does not hold (`additionalProperties`, if any).
+    other: Rule,
     enumeration: Option<Enumeration>,
     constant: Option<Value>,
     items: Option<NodeId>,
@@ -456,6 +627,7 @@ impl Default for Node {
             required_count: 0,
             entries: Entries::default(),
             additional: None,
+            other: Rule::NONE,
             enumeration: None,
             constant: None,
             items: None,
@@ -485,16 +657,29 @@ impl Node {
         false
     }
 
-    /// Build the lookup structures once every node (and so every `$ref`) is known.
-    fn finish(&mut self) {
+    /// What is checked beyond `types`, once every node (and so every `$ref`) is known.
+    fn classify(&mut self) {
+        self.object_rules =
+            !self.properties.is_empty() || !self.required.is_empty() || self.additional.is_some();
+        let values = self.enumeration.is_some() || self.constant.is_some();
+        let others = self.items.is_some() || self.reference.is_some();
+        self.shape = match (values, self.object_rules, others) {
+            (false, false, false) => Shape::Types,
+            (true, false, false) => Shape::Values,
+            (false, true, false) => Shape::Object,
+            _ => Shape::General,
+        };
+    }
+
+    /// Build the lookup structures once every node is classified (`leaves`: as [`Rule::new`]).
+    fn finish(&mut self, leaves: &[(Types, bool)]) {
+        self.other = Rule::new(self.additional, false, leaves);
         let mut list: Vec<Entry> = self
             .properties
             .iter()
             .map(|(name, id)| Entry {
                 name: name.clone(),
-                target: Some(*id),
-                declared: true,
-                required: false,
+                rule: Rule::new(Some(*id), true, leaves),
             })
             .collect();
         // Each required name marks its declared entry, or adds one; counted once, however
@@ -511,27 +696,20 @@ impl Node {
                 continue;
             }
             match declared.get(name.as_str()) {
-                Some(&i) => list[i].required = true,
+                Some(&i) => list[i].rule.required = true,
                 None => list.push(Entry {
                     name: name.clone(),
-                    target: self.additional,
-                    declared: false,
-                    required: true,
+                    rule: Rule {
+                        required: true,
+                        ..self.other
+                    },
                 }),
             }
         }
         self.required_count = distinct.len();
-        let index = (list.len() > SCAN_MAX).then(|| Index::new(&list));
-        self.object_rules = !list.is_empty() || self.additional.is_some();
-        let values = self.enumeration.is_some() || self.constant.is_some();
-        let others = self.items.is_some() || self.reference.is_some();
-        self.shape = match (values, self.object_rules, others) {
-            (false, false, false) => Shape::Types,
-            (true, false, false) => Shape::Values,
-            (false, true, false) => Shape::Object,
-            _ => Shape::General,
-        };
-        self.entries = Entries { list, index };
+        let table = (list.len() > SCAN_MAX).then(|| Table::new(&list)).flatten();
+        let index = (list.len() > SCAN_MAX && table.is_none()).then(|| Index::new(&list));
+        self.entries = Entries { list, table, index };
     }
 }
 
@@ -784,7 +962,15 @@ impl CompiledSchema {
             }
         }
         for node in &mut c.nodes {
-            node.finish();
+            node.classify();
+        }
+        let leaves: Vec<(Types, bool)> = c
+            .nodes
+            .iter()
+            .map(|n| (n.types, n.shape == Shape::Types))
+            .collect();
+        for node in &mut c.nodes {
+            node.finish(&leaves);
         }
         let mut not_enforced = c.not_enforced;
         not_enforced.sort();
@@ -871,17 +1057,35 @@ impl CompiledSchema {
         if map.len() < node.required_count {
             return false;
         }
+        // One loop for each way of looking up, so that neither pays for the other's state.
+        let entries = &node.entries;
+        match &entries.table {
+            Some(table) => {
+                self.valid_properties(node, map, |name, _| table.find(&entries.list, name))
+            }
+            None => self.valid_properties(node, map, |name, next| {
+                entries.guess(name, next).map(|e| &e.rule)
+            }),
+        }
+    }
+
+    #[inline(always)]
+    fn valid_properties<'n>(
+        &self,
+        node: &'n Node,
+        map: &Map<String, Value>,
+        find: impl Fn(&str, &mut usize) -> Option<&'n Rule>,
+    ) -> bool {
         let (mut next, mut required) = (0, 0);
         for (name, value) in map {
-            let target = match node.entries.find(name, &mut next) {
-                Some(entry) => {
-                    required += usize::from(entry.required);
-                    entry.target
-                }
-                None => node.additional,
-            };
-            if let Some(target) = target
-                && !self.valid(target, value)
+            let rule = find(name, &mut next).unwrap_or(&node.other);
+            required += usize::from(rule.required);
+            // As `valid` on the target, with the target's types and shape from the rule.
+            if !(rule.types.matches(value)
+                && (rule.leaf
+                    || rule
+                        .target
+                        .is_none_or(|t| self.valid_rest(&self.nodes[t], value))))
             {
                 return false;
             }
@@ -1402,6 +1606,60 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn many_names_go_through_a_table_or_else_an_index() {
+        // Names a table separates; long names that share their first and last 8 bytes and
+        // their length (so their keys), which no table separates; more names than a table
+        // takes. Each object is checked in the schema's order, reversed and scattered.
+        let sets: [Vec<String>; 3] = [
+            (0..60).map(|i| format!("field_{i}")).collect(),
+            (10..30)
+                .map(|i| format!("the_argument_number_{i}_of_this_call"))
+                .collect(),
+            (0..=Table::MAX_NAMES).map(|i| format!("p{i}")).collect(),
+        ];
+        for (names, table) in sets.iter().zip([true, false, false]) {
+            let props: Map<String, Value> = names
+                .iter()
+                .map(|n| (n.clone(), json!({"type": "integer"})))
+                .collect();
+            let last = &names[names.len() - 1];
+            let s = compile(json!({
+                "properties": props,
+                "required": [&names[0], last],
+                "additionalProperties": false
+            }));
+            let entries = &s.nodes[0].entries;
+            assert_eq!(entries.table.is_some(), table, "{names:?}");
+            assert_eq!(entries.index.is_some(), !table, "{names:?}");
+            let n = names.len();
+            let orders: [Vec<usize>; 3] = [
+                (0..n).collect(),
+                (0..n).rev().collect(),
+                (0..n).map(|k| (k * 7) % n).collect(),
+            ];
+            for order in orders {
+                let object: Map<String, Value> = order
+                    .iter()
+                    .map(|&i| (names[i].clone(), json!(i)))
+                    .collect();
+                assert!(s.is_valid(&Value::Object(object.clone())));
+                let mut wrong = object.clone();
+                wrong.insert(names[n / 2].clone(), json!("x"));
+                wrong.insert(format!("{}_", &names[0]), json!(1));
+                wrong.remove(last);
+                let (violations, _) = listed(&s, &Value::Object(wrong));
+                let pointers: Vec<&str> = violations.iter().map(|v| v.0.as_str()).collect();
+                let expected_value = format!("/{}", names[n / 2]);
+                let expected_extra = format!("/{}_", names[0]);
+                assert_eq!(violations.len(), 3, "{violations:?}");
+                assert_eq!(violations[0].1, "/required");
+                assert!(pointers.contains(&expected_value.as_str()), "{pointers:?}");
+                assert!(pointers.contains(&expected_extra.as_str()), "{pointers:?}");
+            }
+        }
     }
 
     #[test]
