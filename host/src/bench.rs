@@ -297,6 +297,7 @@ pub async fn lifecycle_vs_raw(
     }
     rows.push(schema);
     rows.push(sign_row(host, &first, rounds, per_round));
+    rows.push(sign_ahead_row(host, &first, rounds, per_round));
     rows.push(sign_batch_row(host, &first, rounds, per_round));
     rows.push(serialize_row(&first, rounds, per_round));
     rows.extend(journal_rows(&first, rounds, per_round).await?);
@@ -340,6 +341,9 @@ fn scaling(
     };
     let (mut raw_one, mut raw_many, mut vak_one, mut vak_many) = (vec![], vec![], vec![], vec![]);
     // The threads block; on a multi-threaded runtime the caller's worker is handed over first.
+    // One thread of work per core: the key's nonce thread would lend the one-thread runs a
+    // second core (the lifecycle row above is measured with it).
+    host.set_nonces_ahead(false);
     let mut measure = || -> Result<(), String> {
         for _ in 0..rounds {
             raw_one.push(throughput(1, raw_calls, || raw.once())?);
@@ -349,11 +353,13 @@ fn scaling(
         }
         Ok(())
     };
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(measure)?,
-        Ok(_) => return Err("the scaling rows need a multi-threaded tokio runtime".into()),
-        Err(_) => measure()?,
-    }
+    let measured = match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(measure),
+        Ok(_) => Err("the scaling rows need a multi-threaded tokio runtime".into()),
+        Err(_) => measure(),
+    };
+    host.set_nonces_ahead(true);
+    measured?;
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
@@ -412,19 +418,55 @@ where
     })
 }
 
-/// Signing one record (canonical JSON of the record, then ed25519), as the host does per call.
+/// Signing one record (canonical JSON of the record, then ed25519) whole: RFC 8032's
+/// deterministic nonce, the point multiplication included (what a call pays when its key has no
+/// nonce ready).
 fn sign_row(host: &Host, record: &crate::CallRecord, rounds: usize, per_round: usize) -> Row {
     let mut copy = record.clone();
+    // The host's key without a pool of nonces.
+    let whole = crate::signing::HostKey::from_seed_hex(&host.inner_key().seed_hex());
+    let Ok(whole) = whole else {
+        return summarize("vak: signing the record alone, whole", vec![0], per_round);
+    };
     let times = (0..rounds)
         .map(|_| {
             let t = Instant::now();
             for _ in 0..per_round {
-                host.inner_key().sign(std::hint::black_box(&mut copy));
+                whole.sign(std::hint::black_box(&mut copy));
             }
             per_op(t.elapsed(), per_round)
         })
         .collect();
-    summarize("vak: signing the record alone", times, per_round)
+    summarize("vak: signing the record alone, whole", times, per_round)
+}
+
+/// Signing one record with a nonce made ahead: the part the call path pays (the nonce's point
+/// multiplication ran before, on the key's own thread). Timed in runs of 32, each started on a
+/// full pool, so that every signature of a run takes a nonce.
+fn sign_ahead_row(host: &Host, record: &crate::CallRecord, rounds: usize, per_round: usize) -> Row {
+    const RUN: usize = 32;
+    let mut copy = record.clone();
+    let key = host.inner_key();
+    let runs = per_round.div_ceil(RUN);
+    let times = (0..rounds)
+        .map(|_| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..runs {
+                key.await_nonces(RUN);
+                let t = Instant::now();
+                for _ in 0..RUN {
+                    key.sign(std::hint::black_box(&mut copy));
+                }
+                spent += t.elapsed();
+            }
+            per_op(spent, runs * RUN)
+        })
+        .collect();
+    summarize(
+        "vak: signing the record alone, nonce made ahead",
+        times,
+        runs * RUN,
+    )
 }
 
 /// Signing records as the journal does when BATCH of them share a commit: one signature over

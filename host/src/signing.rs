@@ -8,11 +8,21 @@
 //! its leaf's inclusion path, so that every record still verifies on its own while a group
 //! commit of n records costs one signature instead of n. A record alone in its commit (every
 //! sequential call) is signed by itself, exactly as before.
+//!
+//! A host's key makes its Ed25519 nonces ahead of time (see [`HostKey::with_nonces_ahead`]): the
+//! point multiplication `R = r·B`, two thirds of a signature's cost, runs on a thread of its own
+//! between calls, and the call path keeps only a SHA-512 and a scalar multiply-add. The
+//! signatures are ordinary Ed25519 signatures; only how `r` is chosen differs (see [`Nonce`]).
 
 use crate::record::CallRecord;
+use curve25519_dalek::{EdwardsPoint, Scalar};
+use ed25519_dalek::hazmat::ExpandedSecretKey;
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use zeroize::{Zeroize, Zeroizing};
 
 /// The signature on a record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,6 +84,11 @@ pub enum VerifyError {
 /// The host's signing key.
 pub struct HostKey {
     key: SigningKey,
+    /// The secret scalar and nonce prefix of `key` (SHA-512 of its seed, RFC 8032 §5.1.5), for
+    /// signing with a nonce made ahead. Zeroed when dropped.
+    expanded: ExpandedSecretKey,
+    /// Nonces made ahead by a thread of their own; `None`: every signature is made whole.
+    nonces: Option<Arc<Nonces>>,
 }
 
 impl std::fmt::Debug for HostKey {
@@ -82,23 +97,173 @@ impl std::fmt::Debug for HostKey {
     }
 }
 
+impl Drop for HostKey {
+    fn drop(&mut self) {
+        // The thread making nonces stops, and the nonces it made are zeroed as they drop.
+        if let Some(nonces) = &self.nonces {
+            nonces.close();
+        }
+    }
+}
+
+/// An Ed25519 nonce made ahead: the secret `r` and its point `R = r·B`, compressed.
+///
+/// `r` is SHA-512 of the key's nonce prefix and 64 bytes of the operating system's randomness,
+/// reduced modulo the group order, where RFC 8032 hashes the prefix with the message. A verifier
+/// never sees `r` (it checks `S·B = R + H(R ‖ A ‖ M)·A`), so the signatures are the same kind;
+/// what matters is that `r` is secret, uniform and never used twice. It stays secret with the
+/// prefix even should the randomness be guessable; each nonce is moved out of the pool once and
+/// dropped (zeroed) after its one signature. Unlike RFC 8032's, two signatures of one message
+/// differ.
+struct Nonce {
+    r: Scalar,
+    big_r: [u8; 32],
+}
+
+impl Drop for Nonce {
+    fn drop(&mut self) {
+        self.r.zeroize();
+    }
+}
+
+impl Nonce {
+    /// A fresh nonce; `None` when the operating system gives no randomness.
+    fn make(prefix: &[u8; 32]) -> Option<Nonce> {
+        use sha2::Digest;
+        let mut random = Zeroizing::new([0u8; 64]);
+        getrandom::fill(random.as_mut_slice()).ok()?;
+        let mut wide = Zeroizing::new([0u8; 64]);
+        let mut h = sha2::Sha512::new();
+        h.update(prefix);
+        h.update(random.as_slice());
+        wide.copy_from_slice(&h.finalize());
+        let r = Scalar::from_bytes_mod_order_wide(&wide);
+        let big_r = EdwardsPoint::mul_base(&r).compress().to_bytes();
+        Some(Nonce { r, big_r })
+    }
+}
+
+/// The nonces a key has ready, refilled by the thread of [`HostKey::with_nonces_ahead`].
+struct Nonces {
+    stock: Mutex<Vec<Nonce>>,
+    /// Told when the stock falls to [`NONCES_LOW`].
+    low: Condvar,
+    closed: AtomicBool,
+    /// Set by [`HostKey::set_nonces_ahead`]: signatures are made whole meanwhile.
+    paused: AtomicBool,
+}
+
+/// Nonces a pool holds when full. A burst that empties it signs the rest whole.
+const NONCES_FULL: usize = 64;
+/// The stock at which the thread refills the pool: once per 32 signatures, not per signature
+/// (every wake-up of a thread costs tens of microseconds on small VMs).
+const NONCES_LOW: usize = 32;
+
+impl Nonces {
+    /// A nonce, when one is ready and the pool is not being refilled this instant (the call
+    /// path never waits for the pool: it signs whole instead).
+    fn take(&self) -> Option<Nonce> {
+        if self.paused.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut stock = self.stock.try_lock().ok()?;
+        let nonce = stock.pop()?;
+        if stock.len() == NONCES_LOW {
+            self.low.notify_one();
+        }
+        Some(nonce)
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        // Taking the lock orders the flag before the thread's next check of it.
+        let _stock = self.stock.lock().unwrap_or_else(|p| p.into_inner());
+        self.low.notify_one();
+    }
+
+    /// The refilling thread: tops the pool up whenever it falls to [`NONCES_LOW`].
+    fn refill(&self, prefix: &[u8; 32]) {
+        loop {
+            let need = {
+                let mut stock = self.stock.lock().unwrap_or_else(|p| p.into_inner());
+                while stock.len() > NONCES_LOW && !self.closed.load(Ordering::Acquire) {
+                    stock = self.low.wait(stock).unwrap_or_else(|p| p.into_inner());
+                }
+                if self.closed.load(Ordering::Acquire) {
+                    return;
+                }
+                NONCES_FULL - stock.len()
+            };
+            // Made outside the lock, so that callers keep taking meanwhile.
+            let mut fresh = Vec::with_capacity(need);
+            for _ in 0..need {
+                if self.closed.load(Ordering::Acquire) {
+                    return;
+                }
+                match Nonce::make(prefix) {
+                    Some(nonce) => fresh.push(nonce),
+                    None => {
+                        tracing::warn!("no randomness for signing nonces: signing whole from now");
+                        return;
+                    }
+                }
+            }
+            let mut stock = self.stock.lock().unwrap_or_else(|p| p.into_inner());
+            stock.extend(fresh);
+            stock.truncate(NONCES_FULL);
+        }
+    }
+}
+
 impl HostKey {
     /// A fresh key from the operating system's randomness.
     pub fn generate() -> Result<HostKey, KeyError> {
         let mut seed = [0u8; 32];
         getrandom::fill(&mut seed).map_err(|e| KeyError::Random(e.to_string()))?;
-        Ok(HostKey {
-            key: SigningKey::from_bytes(&seed),
-        })
+        Ok(HostKey::of(SigningKey::from_bytes(&seed)))
+    }
+
+    fn of(key: SigningKey) -> HostKey {
+        let seed = Zeroizing::new(key.to_bytes());
+        HostKey {
+            expanded: ExpandedSecretKey::from(&*seed),
+            key,
+            nonces: None,
+        }
+    }
+
+    /// This key, making its signatures' nonces ahead of time on a thread of its own (named
+    /// `vak-nonces`): a signature on the call path then costs about a tenth of a whole one,
+    /// when the pool has a nonce ready (a burst that empties it signs whole). Where the thread
+    /// cannot start, the key signs whole.
+    pub fn with_nonces_ahead(mut self) -> HostKey {
+        if self.nonces.is_some() {
+            return self;
+        }
+        let pool = Arc::new(Nonces {
+            stock: Mutex::new(Vec::with_capacity(NONCES_FULL)),
+            low: Condvar::new(),
+            closed: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
+        });
+        let prefix = Zeroizing::new(self.expanded.hash_prefix);
+        let filler = pool.clone();
+        match std::thread::Builder::new()
+            .name("vak-nonces".into())
+            .spawn(move || filler.refill(&prefix))
+        {
+            Ok(_) => self.nonces = Some(pool),
+            Err(e) => tracing::warn!(error = %e, "cannot start the nonce thread: signing whole"),
+        }
+        self
     }
 
     /// A key from its 32-byte seed in hex.
     pub fn from_seed_hex(hex_seed: &str) -> Result<HostKey, KeyError> {
         let bytes = hex::decode(hex_seed.trim()).map_err(|_| KeyError::Format)?;
-        let seed: [u8; 32] = bytes.try_into().map_err(|_| KeyError::Format)?;
-        Ok(HostKey {
-            key: SigningKey::from_bytes(&seed),
-        })
+        let seed: Zeroizing<[u8; 32]> =
+            Zeroizing::new(bytes.try_into().map_err(|_| KeyError::Format)?);
+        Ok(HostKey::of(SigningKey::from_bytes(&seed)))
     }
 
     /// A key from a file holding its seed in hex; the file must be readable by its owner only.
@@ -141,6 +306,46 @@ impl HostKey {
         record.signature = self.sign_digests(&[digest]).pop();
     }
 
+    /// Whether signatures take nonces made ahead (when the key has a pool): off, each is made
+    /// whole on the signing thread. For measurements that keep one thread of work per core.
+    pub fn set_nonces_ahead(&self, on: bool) {
+        if let Some(pool) = &self.nonces {
+            pool.paused.store(!on, Ordering::Relaxed);
+        }
+    }
+
+    /// Waits (up to a second) until the pool holds `n` nonces: for benchmarks that time the
+    /// call path's part of a signature. Without a pool, returns at once.
+    pub(crate) fn await_nonces(&self, n: usize) {
+        let Some(pool) = &self.nonces else { return };
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while pool.stock.lock().map_or(0, |s| s.len()) < n.min(NONCES_FULL)
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+
+    /// An Ed25519 signature of `message`: with a nonce made ahead when one is ready, else whole
+    /// (RFC 8032's deterministic nonce).
+    fn sign_message(&self, message: &[u8]) -> Signature {
+        use sha2::Digest;
+        let Some(nonce) = self.nonces.as_ref().and_then(|n| n.take()) else {
+            return self.key.sign(message);
+        };
+        // RFC 8032 §5.1.6, steps 4 to 6, with `r` and `R` from the nonce: k = H(R ‖ A ‖ M),
+        // S = r + k·a mod L.
+        let mut h = sha2::Sha512::new();
+        h.update(nonce.big_r);
+        h.update(self.key.verifying_key().as_bytes());
+        h.update(message);
+        let mut wide = [0u8; 64];
+        wide.copy_from_slice(&h.finalize());
+        let k = Scalar::from_bytes_mod_order_wide(&wide);
+        let s = k * self.expanded.scalar + nonce.r;
+        Signature::from_components(nonce.big_r, s.to_bytes())
+    }
+
     /// The signatures of the records whose digests (SHA-256 of the JSON with `signature` null)
     /// are `digests`, in order: one ed25519 signature for all of them. One digest is signed by
     /// itself (`ed25519-sha256`); several, as a batch (`ed25519-sha256-batch`).
@@ -150,7 +355,7 @@ impl HostKey {
             return vec![RecordSignature {
                 algorithm: ALGORITHM.into(),
                 public_key,
-                signature: hex::encode(self.key.sign(digest).to_bytes()),
+                signature: hex::encode(self.sign_message(digest).to_bytes()),
                 batch: None,
             }];
         }
@@ -158,7 +363,7 @@ impl HostKey {
         let Some((root, paths)) = merkle::tree(&leaves) else {
             return Vec::new();
         };
-        let signature = hex::encode(self.key.sign(&merkle::signed_message(&root)).to_bytes());
+        let signature = hex::encode(self.sign_message(&merkle::signed_message(&root)).to_bytes());
         let size = digests.len() as u64;
         paths
             .into_iter()
@@ -396,6 +601,81 @@ mod tests {
                 let back: CallRecord = serde_json::from_str(&spliced).expect("read back");
                 assert!(verify(&back, None).is_ok());
             }
+        }
+    }
+
+    /// Waits until `key`'s pool holds at least `n` nonces (the thread fills it at once).
+    fn stocked(key: &HostKey, n: usize) {
+        let pool = key.nonces.as_ref().expect("a pool");
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while pool.stock.lock().expect("pool").len() < n {
+            assert!(std::time::Instant::now() < until, "the pool was not filled");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// Signatures made with nonces made ahead are ordinary Ed25519 signatures: the strict
+    /// verifier of ed25519-dalek accepts them, alone and in batches, each nonce is used once,
+    /// and a key whose pool is empty signs whole (RFC 8032's deterministic signature).
+    #[test]
+    fn nonces_made_ahead_give_ordinary_signatures() {
+        let whole = key();
+        let ahead = key().with_nonces_ahead();
+        let public = whole.key.verifying_key();
+        let mut points = std::collections::HashSet::new();
+        let mut with_nonce = 0;
+        for round in 0..4u8 {
+            stocked(&ahead, NONCES_LOW);
+            for i in 0..40u8 {
+                let digest = [round.wrapping_mul(41).wrapping_add(i); 32];
+                let sig = ahead.sign_message(&digest);
+                public
+                    .verify_strict(&digest, &sig)
+                    .expect("a valid signature");
+                if sig != whole.sign_message(&digest) {
+                    with_nonce += 1;
+                    assert!(points.insert(sig.r_bytes().to_vec()), "a nonce used twice");
+                }
+            }
+            let records: Vec<CallRecord> = (0..7).map(record).collect();
+            let digests: Vec<[u8; 32]> = records.iter().map(record_digest).collect();
+            for (mut r, sig) in records.into_iter().zip(ahead.sign_digests(&digests)) {
+                r.signature = Some(sig);
+                assert_eq!(
+                    verify(&r, Some(&whole.public_hex())),
+                    Ok(whole.public_hex())
+                );
+            }
+        }
+        // Each round starts with at least 32 nonces ready, which its first 32 signatures take
+        // but where the thread holds the pool that instant (then they sign whole).
+        assert!(
+            with_nonce >= 4 * 16,
+            "only {with_nonce} signatures took a nonce"
+        );
+        // Two signatures of one message with nonces differ; both verify.
+        stocked(&ahead, 2);
+        let (a, b) = (ahead.sign_message(b"m"), ahead.sign_message(b"m"));
+        assert_ne!(a, b);
+        assert!(public.verify_strict(b"m", &a).is_ok() && public.verify_strict(b"m", &b).is_ok());
+        // Without a pool the signature is RFC 8032's, the same every time.
+        assert_eq!(whole.sign_message(b"m"), whole.sign_message(b"m"));
+    }
+
+    /// Dropping the key stops its nonce thread, which drops (and zeroes) the nonces it held.
+    #[test]
+    fn dropping_the_key_stops_its_nonce_thread() {
+        let key = key().with_nonces_ahead();
+        stocked(&key, 1);
+        let pool = Arc::downgrade(key.nonces.as_ref().expect("a pool"));
+        drop(key);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while pool.upgrade().is_some() {
+            assert!(
+                std::time::Instant::now() < until,
+                "the nonce thread did not stop"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
 

@@ -1,7 +1,9 @@
 //! The whole lifecycle against the raw fresh-instance call of the same component, with the same
 //! engine configuration and limits, in one process: `raw` is the baseline, `lifecycle` what vak
 //! adds (proposal, schema, permission, budget, dispatch, evidence, outcome, projection, the
-//! signed record; journal off), `lifecycle_journal` the same with the journal on.
+//! signed record; journal off, each signature made whole on the calling thread),
+//! `lifecycle_nonces_ahead` the same as the host serves (the signature's nonce made ahead on the
+//! key's own thread), `lifecycle_journal` with the journal on.
 //!
 //! `raw` and `lifecycle` also run on two threads at once (divan's `threads`): divan reports the
 //! time per call on each thread, so two threads scale by `2 × t(1 thread) / t(2 threads)`.
@@ -88,8 +90,22 @@ fn raw(bencher: divan::Bencher) {
     raw_on(bencher, &HOST.1);
 }
 
+/// Signatures made whole on the calling thread: one thread of work per core, so that two threads
+/// against one measure how calls scale (the key's nonce thread would lend one thread a core).
 #[divan::bench(threads = [1, 2], sample_size = 50)]
 fn lifecycle(bencher: divan::Bencher) {
+    let (rt, host) = &*HOST;
+    host.set_nonces_ahead(false);
+    bencher.bench(|| {
+        let r = rt.block_on(host.call(Proposal::new(TOOL, ARGS)));
+        assert_eq!(r.status, Status::Completed);
+    });
+    host.set_nonces_ahead(true);
+}
+
+/// The host as it serves: nonces made ahead on the key's own thread, between calls.
+#[divan::bench(sample_size = 50)]
+fn lifecycle_nonces_ahead(bencher: divan::Bencher) {
     let (rt, host) = &*HOST;
     bencher.bench(|| {
         let r = rt.block_on(host.call(Proposal::new(TOOL, ARGS)));
