@@ -446,7 +446,15 @@ fn sign_row(host: &Host, record: &crate::CallRecord, rounds: usize, per_round: u
 fn sign_ahead_row(host: &Host, record: &crate::CallRecord, rounds: usize, per_round: usize) -> Row {
     const RUN: usize = 32;
     let mut copy = record.clone();
-    let key = host.inner_key();
+    // The host's key with a pool of its own (the host's may sign whole).
+    let key = crate::signing::HostKey::from_seed_hex(&host.inner_key().seed_hex());
+    let Ok(key) = key.map(crate::signing::HostKey::with_nonces_ahead) else {
+        return summarize(
+            "vak: signing the record alone, nonce made ahead",
+            vec![0],
+            per_round,
+        );
+    };
     let runs = per_round.div_ceil(RUN);
     let times = (0..rounds)
         .map(|_| {

@@ -168,7 +168,9 @@ impl HostBuilder {
         self
     }
 
-    /// The key that signs every record (default: a fresh key for this host).
+    /// The key that signs every record (default: a fresh key for this host, signing whole).
+    /// A key [`HostKey::with_nonces_ahead`] makes its nonces between calls (see
+    /// [`crate::signing`], and when not to).
     pub fn signing_key(mut self, key: HostKey) -> Self {
         self.key = Some(key);
         self
@@ -249,9 +251,7 @@ impl HostBuilder {
         let key = match self.key {
             Some(k) => k,
             None => HostKey::generate()?,
-        }
-        // Nonces made between calls: a record's signature costs the call path a tenth.
-        .with_nonces_ahead();
+        };
         let runtime = Runtime::new(self.settings)?;
         let mut tools = BTreeMap::new();
         let mut examinations = Vec::new();
@@ -500,9 +500,9 @@ impl Host {
     }
 
     /// Whether this host's record signatures take nonces made ahead on the key's own thread
-    /// (the default; see [`crate::signing`]). Off, every signature is made whole on the calling
-    /// thread: for measurements of how calls scale over cores, where that thread would borrow
-    /// a core of its own.
+    /// (where its key makes them: [`HostKey::with_nonces_ahead`]). Off, every signature is made
+    /// whole on the calling thread: for measurements of how calls scale over cores, where that
+    /// thread would borrow a core of its own.
     pub fn set_nonces_ahead(&self, on: bool) {
         self.inner.key.set_nonces_ahead(on);
     }

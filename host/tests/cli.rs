@@ -271,6 +271,26 @@ fn records_are_signed_and_verify_catches_tampering_and_foreign_keys() {
     let o = vak(cache.path(), &["keygen", key.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let public = stdout(&o).trim().to_string();
+    // Signed with nonces made ahead (`--nonces-ahead`), the record verifies the same way.
+    let o = vak(
+        cache.path(),
+        &[
+            "--nonces-ahead",
+            "--signing-key",
+            key.to_str().unwrap(),
+            "call",
+            "clock",
+            r#"{"zone":"UTC"}"#,
+            "--json",
+        ],
+    );
+    let ahead = cache.path().join("ahead.json");
+    std::fs::write(&ahead, stdout(&o)).unwrap();
+    let o = vak(
+        cache.path(),
+        &["verify", ahead.to_str().unwrap(), "--key", &public],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     let o = vak(
         cache.path(),
         &[

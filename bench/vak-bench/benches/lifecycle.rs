@@ -1,9 +1,8 @@
 //! The whole lifecycle against the raw fresh-instance call of the same component, with the same
 //! engine configuration and limits, in one process: `raw` is the baseline, `lifecycle` what vak
 //! adds (proposal, schema, permission, budget, dispatch, evidence, outcome, projection, the
-//! signed record; journal off, each signature made whole on the calling thread),
-//! `lifecycle_nonces_ahead` the same as the host serves (the signature's nonce made ahead on the
-//! key's own thread), `lifecycle_journal` with the journal on.
+//! signed record; journal off), `lifecycle_nonces_ahead` the same with the key's nonces made
+//! ahead on a thread of its own (`vak --nonces-ahead`), `lifecycle_journal` with the journal on.
 //!
 //! `raw` and `lifecycle` also run on two threads at once (divan's `threads`): divan reports the
 //! time per call on each thread, so two threads scale by `2 × t(1 thread) / t(2 threads)`.
@@ -90,25 +89,36 @@ fn raw(bencher: divan::Bencher) {
     raw_on(bencher, &HOST.1);
 }
 
-/// Signatures made whole on the calling thread: one thread of work per core, so that two threads
-/// against one measure how calls scale (the key's nonce thread would lend one thread a core).
+/// Signatures made whole on the calling thread (the default): one thread of work per core, so
+/// that two threads against one measure how calls scale.
 #[divan::bench(threads = [1, 2], sample_size = 50)]
 fn lifecycle(bencher: divan::Bencher) {
     let (rt, host) = &*HOST;
-    host.set_nonces_ahead(false);
     bencher.bench(|| {
         let r = rt.block_on(host.call(Proposal::new(TOOL, ARGS)));
         assert_eq!(r.status, Status::Completed);
     });
-    host.set_nonces_ahead(true);
 }
 
-/// The host as it serves: nonces made ahead on the key's own thread, between calls.
+/// A host whose key makes its nonces ahead (`vak --nonces-ahead`), on a thread of its own.
+static NONCES_AHEAD: LazyLock<Host> = LazyLock::new(|| {
+    let key = vak_host::signing::HostKey::generate().expect("a key");
+    HOST.0
+        .block_on(
+            vak_host::HostBuilder::new()
+                .bundled_tools()
+                .policy(vak_host::Policy::default_policy())
+                .signing_key(key.with_nonces_ahead())
+                .build(),
+        )
+        .expect("host")
+});
+
 #[divan::bench(sample_size = 50)]
 fn lifecycle_nonces_ahead(bencher: divan::Bencher) {
-    let (rt, host) = &*HOST;
+    let rt = &HOST.0;
     bencher.bench(|| {
-        let r = rt.block_on(host.call(Proposal::new(TOOL, ARGS)));
+        let r = rt.block_on(NONCES_AHEAD.call(Proposal::new(TOOL, ARGS)));
         assert_eq!(r.status, Status::Completed);
     });
 }
