@@ -296,8 +296,8 @@ pub async fn lifecycle_vs_raw(
         ));
     }
     rows.push(schema);
-    rows.push(sign_row(host, &first, rounds, per_round));
-    rows.push(sign_ahead_row(host, &first, rounds, per_round));
+    rows.push(sign_row(host, &first, rounds, per_round)?);
+    rows.push(sign_ahead_row(host, &first, rounds, per_round)?);
     rows.push(sign_batch_row(host, &first, rounds, per_round));
     rows.push(serialize_row(&first, rounds, per_round));
     rows.extend(journal_rows(&first, rounds, per_round).await?);
@@ -341,9 +341,9 @@ fn scaling(
     };
     let (mut raw_one, mut raw_many, mut vak_one, mut vak_many) = (vec![], vec![], vec![], vec![]);
     // The threads block; on a multi-threaded runtime the caller's worker is handed over first.
-    // One thread of work per core: the key's nonce thread would lend the one-thread runs a
-    // second core (the lifecycle row above is measured with it).
-    host.set_nonces_ahead(false);
+    // One thread of work per core: a key's nonce thread (`--nonces-ahead`) would lend the
+    // one-thread runs a second core (the lifecycle row above is measured with it).
+    host.inner_key().set_nonces_ahead(false);
     let mut measure = || -> Result<(), String> {
         for _ in 0..rounds {
             raw_one.push(throughput(1, raw_calls, || raw.once())?);
@@ -358,7 +358,7 @@ fn scaling(
         Ok(_) => Err("the scaling rows need a multi-threaded tokio runtime".into()),
         Err(_) => measure(),
     };
-    host.set_nonces_ahead(true);
+    host.inner_key().set_nonces_ahead(true);
     measured?;
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
@@ -421,13 +421,14 @@ where
 /// Signing one record (canonical JSON of the record, then ed25519) whole: RFC 8032's
 /// deterministic nonce, the point multiplication included (what a call pays when its key has no
 /// nonce ready).
-fn sign_row(host: &Host, record: &crate::CallRecord, rounds: usize, per_round: usize) -> Row {
+fn sign_row(
+    host: &Host,
+    record: &crate::CallRecord,
+    rounds: usize,
+    per_round: usize,
+) -> Result<Row, String> {
     let mut copy = record.clone();
-    // The host's key without a pool of nonces.
-    let whole = crate::signing::HostKey::from_seed_hex(&host.inner_key().seed_hex());
-    let Ok(whole) = whole else {
-        return summarize("vak: signing the record alone, whole", vec![0], per_round);
-    };
+    let whole = key_copy(host)?;
     let times = (0..rounds)
         .map(|_| {
             let t = Instant::now();
@@ -437,24 +438,32 @@ fn sign_row(host: &Host, record: &crate::CallRecord, rounds: usize, per_round: u
             per_op(t.elapsed(), per_round)
         })
         .collect();
-    summarize("vak: signing the record alone, whole", times, per_round)
+    Ok(summarize(
+        "vak: signing the record alone, whole",
+        times,
+        per_round,
+    ))
+}
+
+/// The host's key, without the host's pool of nonces if it has one.
+fn key_copy(host: &Host) -> Result<crate::signing::HostKey, String> {
+    crate::signing::HostKey::from_seed_hex(&host.inner_key().seed_hex())
+        .map_err(|e| format!("a copy of the host's key: {e}"))
 }
 
 /// Signing one record with a nonce made ahead: the part the call path pays (the nonce's point
 /// multiplication ran before, on the key's own thread). Timed in runs of 32, each started on a
 /// full pool, so that every signature of a run takes a nonce.
-fn sign_ahead_row(host: &Host, record: &crate::CallRecord, rounds: usize, per_round: usize) -> Row {
+fn sign_ahead_row(
+    host: &Host,
+    record: &crate::CallRecord,
+    rounds: usize,
+    per_round: usize,
+) -> Result<Row, String> {
     const RUN: usize = 32;
     let mut copy = record.clone();
-    // The host's key with a pool of its own (the host's may sign whole).
-    let key = crate::signing::HostKey::from_seed_hex(&host.inner_key().seed_hex());
-    let Ok(key) = key.map(crate::signing::HostKey::with_nonces_ahead) else {
-        return summarize(
-            "vak: signing the record alone, nonce made ahead",
-            vec![0],
-            per_round,
-        );
-    };
+    // A pool of its own: the host's key may sign whole.
+    let key = key_copy(host)?.with_nonces_ahead();
     let runs = per_round.div_ceil(RUN);
     let times = (0..rounds)
         .map(|_| {
@@ -470,11 +479,11 @@ fn sign_ahead_row(host: &Host, record: &crate::CallRecord, rounds: usize, per_ro
             per_op(spent, runs * RUN)
         })
         .collect();
-    summarize(
+    Ok(summarize(
         "vak: signing the record alone, nonce made ahead",
         times,
         runs * RUN,
-    )
+    ))
 }
 
 /// Signing records as the journal does when BATCH of them share a commit: one signature over

@@ -499,14 +499,6 @@ impl Host {
             .0
     }
 
-    /// Whether this host's record signatures take nonces made ahead on the key's own thread
-    /// (where its key makes them: [`HostKey::with_nonces_ahead`]). Off, every signature is made
-    /// whole on the calling thread: for measurements of how calls scale over cores, where that
-    /// thread would borrow a core of its own.
-    pub fn set_nonces_ahead(&self, on: bool) {
-        self.inner.key.set_nonces_ahead(on);
-    }
-
     /// The key that signs this host's records (for `bench`).
     pub(crate) fn inner_key(&self) -> &HostKey {
         &self.inner.key
