@@ -1311,11 +1311,10 @@ impl Validation<'_> {
         let schema = self.schema;
         let mut next = 0;
         for (name, value) in map {
-            let (target, declared) = match node.entries.find(name, &mut next) {
-                Some(entry) => (entry.target, entry.declared),
-                None => (node.additional, false),
+            let rule = node.entries.find(name, &mut next).unwrap_or(&node.other);
+            let (Some(target), declared) = (rule.target, rule.declared) else {
+                continue;
             };
-            let Some(target) = target else { continue };
             if self.clean(target, value) {
                 continue;
             }
