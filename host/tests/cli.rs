@@ -271,43 +271,36 @@ fn records_are_signed_and_verify_catches_tampering_and_foreign_keys() {
     let o = vak(cache.path(), &["keygen", key.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let public = stdout(&o).trim().to_string();
-    // Signed with nonces made ahead (`--nonces-ahead`), the record verifies the same way.
-    let o = vak(
-        cache.path(),
-        &[
-            "--nonces-ahead",
-            "--signing-key",
-            key.to_str().unwrap(),
-            "call",
-            "clock",
-            r#"{"zone":"UTC"}"#,
-            "--json",
-        ],
-    );
-    let ahead = cache.path().join("ahead.json");
-    std::fs::write(&ahead, stdout(&o)).unwrap();
-    let o = vak(
-        cache.path(),
-        &["verify", ahead.to_str().unwrap(), "--key", &public],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    let o = vak(
-        cache.path(),
-        &[
-            "--signing-key",
-            key.to_str().unwrap(),
-            "call",
-            "clock",
-            r#"{"zone":"UTC"}"#,
-            "--json",
-        ],
-    );
-    let record = stdout(&o);
+    let seed = std::fs::read_to_string(&key).unwrap();
+    // The same key signs whole (RFC 8032's nonce, from the message) and, with
+    // `--nonces-ahead`, with nonces made ahead: a record verifies the same way either way.
+    let mut record = String::new();
+    for ahead in [true, false] {
+        let flag: &[&str] = if ahead { &["--nonces-ahead"] } else { &[] };
+        let call = ["--signing-key", key.to_str().unwrap(), "call", "clock"];
+        let args = [flag, &call[..], &[r#"{"zone":"UTC"}"#, "--json"]].concat();
+        record = stdout(&vak(cache.path(), &args));
+        let saved = cache.path().join("record.json");
+        std::fs::write(&saved, &record).unwrap();
+        let o = vak(
+            cache.path(),
+            &["verify", saved.to_str().unwrap(), "--key", &public],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+        // Whether the nonce came from the message: signing the record whole again gives the
+        // same signature only then.
+        let mut parsed: vak_host::CallRecord = serde_json::from_str(&record).unwrap();
+        let signed = parsed.signature.clone().expect("signed");
+        let whole = vak_host::signing::HostKey::from_seed_hex(&seed).unwrap();
+        whole.sign(&mut parsed);
+        assert_eq!(
+            parsed.signature == Some(signed),
+            !ahead,
+            "--nonces-ahead: {ahead}"
+        );
+    }
     let saved = cache.path().join("record.json");
-    std::fs::write(&saved, &record).unwrap();
     let saved = saved.to_str().unwrap();
-    let o = vak(cache.path(), &["verify", saved, "--key", &public]);
-    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
 
     let other = "11".repeat(32);
     let o = vak(cache.path(), &["verify", saved, "--key", &other]);
