@@ -150,7 +150,7 @@ impl HostBuilder {
         Ok(self)
     }
 
-    /// Append every record to `journal`, committed before the call returns (a local store;
+    /// Append every record to `journal`, written before the call returns (a local store;
     /// replaces a shared one).
     pub fn journal(mut self, journal: Arc<crate::journal::Journal>) -> Self {
         let revocations = self.store.revocations().clone();
@@ -642,8 +642,8 @@ impl Host {
         if matches!(record.status, Status::ToolError | Status::Failed) {
             record.outcome = serde_json::json!({ "label": "failed", "payload_passed": false, "requirements": [] });
         }
-        // Signed and committed before the call returns: an acknowledged call always has its
-        // record.
+        // Signed and written to the journal before the call returns: an acknowledged call
+        // always has its record.
         record.journaled = self
             .inner
             .store

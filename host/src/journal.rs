@@ -1,21 +1,35 @@
-//! The journal: every call record appended to an embedded SQLite database, in a hash chain (each
-//! entry carries the hash of the previous one), committed before the call is acknowledged. WAL
-//! mode; `Durability::Synced` also syncs every commit to disk. `verify` walks the chain and the
-//! records' host signatures and names the first entry that does not check out.
+//! The journal: every call record in a hash chain (each entry carries the hash of the previous
+//! one), written to an append-only log before the call is acknowledged, and indexed right after
+//! into an embedded SQLite database, where it is listed, shown and verified. `verify` walks the
+//! chain and the records' host signatures and names the first entry that does not check out.
 //!
-//! Appends go through one writer thread with group commit: the writer takes every record waiting
-//! when it becomes free and commits them in one transaction, then answers each caller. An idle
-//! journal commits one record at once; a busy one pays one commit (and, when synced, one disk
-//! flush) per batch instead of per call. No caller hears back before its record is committed.
+//! Why a log in front of SQLite: a SQLite commit of one record cost about 30 µs here (WAL frames
+//! for the row, its index and page 1: about ten `pwrite`s and six lock calls), on every call's
+//! path. An append to the log is one `write` (and, with `Durability::Synced`, one `fdatasync`).
+//! The indexer thread then inserts what the log took, many records to a transaction
+//! ([`INDEX_DELAY`], [`INDEX_BATCH`]). Reads through this journal wait for the indexer to catch
+//! up, so they see every acknowledged record; on opening, records the log holds beyond the
+//! database (a process that stopped before indexing them) are indexed first.
+//!
+//! Appends go through one writer with group commit: a caller that finds the writer idle writes
+//! its own record; otherwise the writer thread takes every record waiting and writes them as one
+//! batch, signed together, then answers each caller. No caller hears back before its record is
+//! in the log.
+//!
+//! One process owns a journal's log at a time (an advisory lock on the log file). Another
+//! process may read the database meanwhile (it sees records once they are indexed); its first
+//! append waits up to [`LOCK_WAIT`] for the log and is refused after that.
 
 use crate::record::CallRecord;
 use crate::signing::{HostKey, RecordSignature};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// How hard a commit tries to reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,16 +43,25 @@ pub enum Durability {
 /// The most records one group commit takes.
 pub const MAX_BATCH: usize = 512;
 
-/// WAL frames (pages) written between two requests to the checkpointer: SQLite's own cadence.
-/// Checkpointing more often costs `fsync`s for nothing; a WAL overwritten in place after a
-/// checkpoint syncs faster than one that keeps growing.
-const CHECKPOINT_EVERY_FRAMES: i64 = 1000;
+/// The most records the indexer inserts in one transaction.
+pub const INDEX_BATCH: usize = 1024;
 
-/// WAL frames at which the writer checkpoints itself, before its next commit, so that the
-/// checkpoint completes and the WAL starts over (about 16 MiB): passive checkpoints beside a
-/// writer that never pauses may never catch up, and a checkpointer thread starved of CPU on a
-/// busy machine may not run at all. The writer does not depend on that thread for the bound.
-const CHECKPOINT_LIMIT_FRAMES: i64 = 4000;
+/// How long the indexer waits for more records before it inserts fewer than [`INDEX_BATCH`]
+/// (a read through the journal does not wait for it: it hurries the indexer).
+pub const INDEX_DELAY: Duration = Duration::from_millis(10);
+
+/// How long an append waits for another process to let go of the journal's log.
+pub const LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// The log's size beyond which it is emptied, once everything in it is indexed.
+const LOG_RESET_BYTES: u64 = 1 << 20;
+
+/// The log's size at which the writer waits for the indexer to catch up before it writes more:
+/// bounds the log, and how far the database may be behind it.
+const LOG_LIMIT_BYTES: u64 = 64 << 20;
+
+/// How long a read waits for the indexer before it gives up.
+const CATCH_UP_WAIT: Duration = Duration::from_secs(30);
 
 /// Why the journal failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -49,6 +72,14 @@ pub enum JournalError {
     Folder { path: String, message: String },
     #[error("journal {path}: the writer has stopped")]
     WriterGone { path: String },
+    /// The log holds something other than what this journal writes.
+    #[error("journal {path}: its log {message}")]
+    Log { path: String, message: String },
+    /// Another process owns the journal's log.
+    #[error(
+        "journal {path}: another process (a running `vak serve`?) is writing it; this one can read it but not append"
+    )]
+    InUse { path: String },
     #[error("records are not journaled here (--no-journal)")]
     Off,
     /// The shared store (several nodes' journal) failed.
@@ -66,9 +97,14 @@ impl JournalError {
         }
     }
 
-    /// Whether the same call, retried, could be journaled: only when the store was out of reach.
+    /// Whether the same call, retried, could be journaled: when the store was out of reach, or
+    /// another process held the log (it may let go).
     pub fn retryable(&self) -> bool {
-        matches!(self, JournalError::Store(e) if e.retryable())
+        match self {
+            JournalError::Store(e) => e.retryable(),
+            JournalError::InUse { .. } => true,
+            _ => false,
+        }
     }
 }
 
@@ -170,11 +206,10 @@ impl Row {
         }
     }
 }
-
 /// A record on its way to the writer.
 struct Pending {
     row: Row,
-    /// Set when the writer is to sign the record, with the others of its commit.
+    /// Set when the writer is to sign the record, with the others of its batch.
     sign: Option<ToSign>,
     reply: tokio::sync::oneshot::Sender<Result<Committed, JournalError>>,
 }
@@ -196,19 +231,20 @@ struct Committed {
 /// An open journal.
 pub struct Journal {
     path: PathBuf,
-    /// For reads (`list`, `show`, `verify`); WAL lets them run beside the writer.
+    /// For reads (`list`, `show`, `verify`); WAL lets them run beside the indexer.
     reader: Mutex<Connection>,
     writer: Mutex<Option<mpsc::Sender<Pending>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
-    /// Runs the WAL's checkpoints when callers commit inline (`None` when synced).
-    checkpointer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    indexer: Mutex<Option<std::thread::JoinHandle<()>>>,
     stats: Arc<Mutex<CommitStats>>,
-    /// The only connection that writes, with the chain's head: the writer thread's, and the
-    /// caller's who finds it idle (see [`Journal::submit`]).
+    /// The log and the chain's head: the writer thread's, and the caller's who finds it idle
+    /// (see [`Journal::submit`]).
     state: Arc<Mutex<Writer>>,
+    /// Records written to the log and not yet in the database.
+    index: Arc<Index>,
     /// Records handed to the writer thread that it has not yet taken.
     queued: Arc<AtomicUsize>,
-    /// Whether a caller may commit its own record: not when every commit waits for `fsync`.
+    /// Whether a caller may write its own record: not when every write waits for `fdatasync`.
     inline: bool,
 }
 
@@ -254,7 +290,9 @@ fn connect(path: &Path, durability: Durability) -> Result<Connection, JournalErr
 }
 
 impl Journal {
-    /// Open (or create) the journal at `path`.
+    /// Open (or create) the journal at `path`. Records its log holds beyond the database are
+    /// indexed first. Where another process owns the log, the journal opens for reading, and
+    /// its first append waits up to [`LOCK_WAIT`] for the log.
     pub fn open(path: &Path, durability: Durability) -> Result<Journal, JournalError> {
         let shown = path.display().to_string();
         if let Some(dir) = path.parent() {
@@ -263,8 +301,8 @@ impl Journal {
                 message: e.to_string(),
             })?;
         }
-        let mut writer_conn = connect(path, durability)?;
-        writer_conn
+        let index_conn = connect(path, durability)?;
+        index_conn
             .execute_batch(
                 "CREATE TABLE IF NOT EXISTS records (
                      seq INTEGER PRIMARY KEY,
@@ -281,39 +319,31 @@ impl Journal {
                  CREATE INDEX IF NOT EXISTS records_call ON records(call_id);",
             )
             .map_err(sqlite(path))?;
-        // Callers commit their own records only when a commit is a WAL append (no `fsync`);
-        // their checkpoints then run on a thread of their own (below), never in a caller.
-        // Synced, the writer thread commits every record and checkpoints as SQLite does.
-        let inline = durability == Durability::Committed;
-        let wal_frames = Arc::new(std::sync::atomic::AtomicI64::new(0));
-        if inline {
-            // The WAL hook replaces SQLite's automatic checkpoints; it counts the frames.
-            let frames = wal_frames.clone();
-            writer_conn
-                .wal_hook(Some(
-                    move |_: &mut rusqlite::hooks::Wal, pages: std::ffi::c_int| {
-                        frames.store(i64::from(pages), Ordering::Release);
-                        Ok(())
-                    },
-                ))
-                .map_err(sqlite(path))?;
-        }
         let reader = connect(path, durability)?;
-        let checkpoint_conn = inline.then(|| connect(path, durability)).transpose()?;
-        let (tx, rx) = mpsc::channel();
-        let (wake, asked) = mpsc::sync_channel::<()>(1);
-        let checkpointing = Arc::new(Mutex::new(()));
+        // Own the log now if no other process does; else wait for it at the first append.
+        let owned = match Log::take(path, durability, Duration::ZERO) {
+            Ok(owned) => Some(owned),
+            Err(JournalError::InUse { .. }) => {
+                tracing::debug!(journal = %shown, "another process writes this journal; reading only until it lets go");
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        let index = Arc::new(Index::new(owned.as_ref().map_or(0, |(_, head)| head.0)));
+        let (log, last) = match owned {
+            Some((log, head)) => (Some(log), head),
+            None => (None, (0, GENESIS.to_string())),
+        };
         let stats = Arc::new(Mutex::new(CommitStats::default()));
         let state = Arc::new(Mutex::new(Writer {
             path: path.to_path_buf(),
-            last: head(&writer_conn, path),
-            conn: writer_conn,
+            durability,
+            log,
+            last,
             stats: stats.clone(),
-            wal_frames,
-            frames_at_request: 0,
-            frames_at_own: 0,
-            checkpoint: inline.then(|| (wake, checkpointing.clone())),
+            index: index.clone(),
         }));
+        let (tx, rx) = mpsc::channel();
         let queued = Arc::new(AtomicUsize::new(0));
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
@@ -324,6 +354,10 @@ impl Journal {
                     message: format!("cannot start the {name} thread: {e}"),
                 })
         };
+        let indexer = {
+            let (index, path) = (index.clone(), path.to_path_buf());
+            spawn("vak-index", Box::new(move || index.run(index_conn, &path)))?
+        };
         let thread = {
             let (state, queued) = (state.clone(), queued.clone());
             spawn(
@@ -331,24 +365,19 @@ impl Journal {
                 Box::new(move || Writer::run(&state, &rx, &queued)),
             )?
         };
-        let checkpointer = checkpoint_conn
-            .map(|conn| {
-                spawn(
-                    "vak-checkpoint",
-                    Box::new(move || checkpoints(conn, &checkpointing, &asked)),
-                )
-            })
-            .transpose()?;
         Ok(Journal {
             path: path.to_path_buf(),
             reader: Mutex::new(reader),
             writer: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
-            checkpointer: Mutex::new(checkpointer),
+            indexer: Mutex::new(Some(indexer)),
             stats,
             state,
+            index,
             queued,
-            inline,
+            // Callers write their own records only when a write is a plain `write` (no
+            // `fdatasync`); synced, the writer thread writes every batch.
+            inline: durability == Durability::Committed,
         })
     }
 
@@ -363,10 +392,9 @@ impl Journal {
     ) -> Result<tokio::sync::oneshot::Receiver<Result<Committed, JournalError>>, JournalError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let pending = Pending { row, sign, reply };
-        // A caller that finds the writer idle (nothing queued for its thread, the connection
-        // free) commits its record itself: one call at a time then pays no hand-off to the
-        // writer thread and back, two thread wake-ups that cost tens of microseconds here. The
-        // commit is a WAL append without `fsync`; checkpoints run on their own thread.
+        // A caller that finds the writer idle (nothing queued for its thread, the log free)
+        // writes its record itself: one call at a time then pays no hand-off to the writer
+        // thread and back, two thread wake-ups that cost tens of microseconds here.
         if self.inline
             && self.queued.load(Ordering::Acquire) == 0
             && let Ok(mut writer) = self.state.try_lock()
@@ -387,16 +415,16 @@ impl Journal {
         Ok(answer)
     }
 
-    /// Append `record`; returns its place in the chain once it is committed.
+    /// Append `record`; returns its place in the chain once it is in the log.
     pub async fn append_async(&self, record: &CallRecord) -> Result<Entry, JournalError> {
         let answer = self.submit(Row::of(record), None)?;
         let committed = answer.await.unwrap_or_else(|_| Err(self.gone()))?;
         Ok(committed.entry)
     }
 
-    /// Sign `record` with `key` and append it. The writer signs every record of one commit
-    /// together (one signature for the batch, see [`crate::signing`]); a record committed alone
-    /// is signed by itself. Unless the commit fails, `record` carries its signature after.
+    /// Sign `record` with `key` and append it. The writer signs every record of one batch
+    /// together (one signature for the batch, see [`crate::signing`]); a record written alone
+    /// is signed by itself. Unless the append fails, `record` carries its signature after.
     pub async fn append_signing(
         &self,
         record: &mut CallRecord,
@@ -423,7 +451,7 @@ impl Journal {
         }
     }
 
-    /// Append `record` and wait for its commit (blocking the thread; not for async code).
+    /// Append `record` and wait until it is in the log (blocking the thread; not for async code).
     pub fn append(&self, record: &CallRecord) -> Result<Entry, JournalError> {
         let answer = self.submit(Row::of(record), None)?;
         let committed = answer
@@ -432,14 +460,20 @@ impl Journal {
         Ok(committed.entry)
     }
 
-    /// Records and commits so far (records / commits is the mean batch size).
+    /// Records and batches written so far (records / commits is the mean batch size).
     pub fn commit_stats(&self) -> CommitStats {
         *self.stats.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The reader, once every record this journal has acknowledged is in the database.
+    fn read(&self) -> Result<MutexGuard<'_, Connection>, JournalError> {
+        self.index.caught_up(&self.path)?;
+        Ok(self.reader.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
     /// Entries matching `filter`, newest first.
     pub fn list(&self, filter: &Filter) -> Result<Vec<Listed>, JournalError> {
-        let conn = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = self.read()?;
         let mut stmt = conn
             .prepare(
                 "SELECT seq, call_id, tool, status, stage, principal, received_at FROM records
@@ -478,7 +512,7 @@ impl Journal {
 
     /// The record of `call_id`, as stored.
     pub fn show(&self, call_id: &str) -> Result<Option<String>, JournalError> {
-        let conn = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = self.read()?;
         conn.query_row(
             "SELECT record FROM records WHERE call_id = ?1 ORDER BY seq DESC LIMIT 1",
             [call_id],
@@ -497,7 +531,7 @@ impl Journal {
     /// [`Journal::verify`], requiring (unless `trusted` is empty) one of `trusted` to have
     /// signed every record.
     pub fn verify_any(&self, trusted: &[impl AsRef<str>]) -> Result<Verification, JournalError> {
-        let conn = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = self.read()?;
         let mut stmt = conn
             .prepare("SELECT seq, call_id, record, prev_hash, hash FROM records ORDER BY seq")
             .map_err(|e| self.err(e))?;
@@ -553,51 +587,503 @@ impl Journal {
 }
 
 impl Drop for Journal {
-    /// Close the channel and let the writer commit what it holds before the journal goes.
+    /// Close the channel and let the writer write what it holds, then the indexer index it;
+    /// the log is emptied once everything in it is in the database.
     fn drop(&mut self) {
         self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = t.join();
         }
-        // Then the checkpointer: its channel closes with the writer's sender.
-        self.state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .checkpoint
-            .take();
+        self.index.close();
         if let Some(t) = self
-            .checkpointer
+            .indexer
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
         {
             let _ = t.join();
         }
+        let mut writer = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if self.index.is_caught_up()
+            && let Some(log) = writer.log.as_mut()
+            && let Err(e) = log.reset(0).and_then(|()| log.reset(1))
+        {
+            tracing::warn!(error = %e, journal = %self.path.display(), "the journal's log was not emptied (it is indexed again at the next opening)");
+        }
+        // Dropping the log lets another process take it.
+        writer.log.take();
     }
 }
 
-/// The only connection that writes, and the chain's head.
+/// The journal's append-only log: frames of a length, a CRC-32 and a body of the entry's
+/// sequence number and its record's JSON text. It holds the records written and not yet known
+/// to be in the database, in two files written in turn: the one written is set aside once it
+/// is [`LOG_RESET_BYTES`] long, and emptied once the database holds everything in it (a file
+/// cannot be cut at its start, and the indexer, always a little behind, is seldom level with
+/// the writer). The first file's advisory lock makes its process the journal's only writer.
+struct Log {
+    path: PathBuf,
+    segments: [Segment; 2],
+    /// The segment written.
+    active: usize,
+    sync: bool,
+}
+
+/// One file of the log.
+struct Segment {
+    file: std::fs::File,
+    len: u64,
+    /// The last entry it holds (while `len > 0`).
+    last: i64,
+}
+
+/// Bytes of a frame before its body: the body's length and its CRC-32, little-endian.
+const FRAME_HEADER: usize = 8;
+
+/// The two files of the log of the journal at `path`.
+fn log_paths(path: &Path) -> [PathBuf; 2] {
+    ["-log", "-log2"].map(|suffix| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    })
+}
+
+impl Log {
+    fn error(&self, message: impl std::fmt::Display) -> JournalError {
+        JournalError::Log {
+            path: self.path.display().to_string(),
+            message: message.to_string(),
+        }
+    }
+
+    /// Take the log of the journal at `path`, waiting up to `wait` for another process to let
+    /// go of it; index the records it holds beyond the database, and empty it. Returns the
+    /// log and the chain's head.
+    fn take(
+        path: &Path,
+        durability: Durability,
+        wait: Duration,
+    ) -> Result<(Log, (i64, String)), JournalError> {
+        let shown = || path.display().to_string();
+        let io = |what: &str, e: std::io::Error| JournalError::Log {
+            path: shown(),
+            message: format!("{what}: {e}"),
+        };
+        let open = |at: &Path| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create(true)
+                .open(at)
+                .map_err(|e| io("cannot be opened", e))
+        };
+        let [first, second] = log_paths(path);
+        let created = !first.exists() || !second.exists();
+        let first = open(&first)?;
+        let deadline = Instant::now() + wait;
+        loop {
+            match first.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(JournalError::InUse { path: shown() });
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(io("cannot be locked", e)),
+            }
+        }
+        let segment = |file| Segment {
+            file,
+            len: 0,
+            last: 0,
+        };
+        let mut log = Log {
+            path: path.to_path_buf(),
+            segments: [segment(first), segment(open(&second)?)],
+            active: 0,
+            sync: durability == Durability::Synced,
+        };
+        // Synced, a new file's name reaches the disk too, before anything is written to it.
+        if created
+            && log.sync
+            && let Some(dir) = path.parent()
+        {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| io("its folder cannot be synced", e))?;
+        }
+        let mut bytes = [Vec::new(), Vec::new()];
+        for (s, into) in log.segments.iter().zip(&mut bytes) {
+            (&s.file)
+                .read_to_end(into)
+                .map_err(|e| io("cannot be read", e))?;
+        }
+        let mut held = Vec::new();
+        for b in &bytes {
+            let (frames, torn) = frames(b);
+            if torn > 0 {
+                tracing::warn!(journal = %shown(), bytes = torn, "the journal's log ends in an incomplete frame (a write cut short); it is dropped");
+            }
+            held.extend(frames);
+        }
+        held.sort_by_key(|(seq, _)| *seq);
+        let mut conn = connect(path, durability)?;
+        let mut last = head(&conn, path)?;
+        let mut rows = Vec::new();
+        for (seq, text) in held {
+            if seq <= last.0 {
+                continue; // indexed before its file was emptied
+            }
+            if seq != last.0 + 1 {
+                return Err(log.error(format!(
+                    "holds entry {seq} where entry {} comes next",
+                    last.0 + 1
+                )));
+            }
+            let record: CallRecord = serde_json::from_str(text)
+                .map_err(|e| log.error(format!("entry {seq} does not parse: {e}")))?;
+            let hash = chain_hash(&last.1, seq, text);
+            rows.push(Indexed {
+                seq,
+                row: Row::with_text(&record, text.to_string()),
+                prev: std::mem::replace(&mut last.1, hash.clone()),
+                hash,
+            });
+            last.0 = seq;
+        }
+        if !rows.is_empty() {
+            tracing::info!(journal = %shown(), records = rows.len(), "indexing what the journal's log held beyond its database");
+            insert(&mut conn, path, &rows)?;
+        }
+        log.reset(0)?;
+        log.reset(1)?;
+        Ok((log, last))
+    }
+
+    /// Bytes in both files.
+    fn len(&self) -> u64 {
+        self.segments.iter().map(|s| s.len).sum()
+    }
+
+    /// Append `bytes` (whole frames, up to entry `last`) in one write; on failure the file is
+    /// cut back to where it was, so that no later frame follows a torn one.
+    fn append(&mut self, bytes: &[u8], last: i64) -> Result<(), JournalError> {
+        let sync = self.sync;
+        let s = &mut self.segments[self.active];
+        let written = (&s.file).write_all(bytes).and_then(|()| match sync {
+            true => s.file.sync_data(),
+            false => Ok(()),
+        });
+        match written {
+            Ok(()) => {
+                s.len += bytes.len() as u64;
+                s.last = last;
+                Ok(())
+            }
+            Err(e) => {
+                let message = format!("cannot be written: {e}");
+                let cut = s.file.set_len(s.len);
+                Err(match cut {
+                    Ok(()) => self.error(message),
+                    Err(e) => self.error(format!("{message}; nor cut back: {e}")),
+                })
+            }
+        }
+    }
+
+    /// Empty what the database holds (entries to `indexed`), and write the other file once
+    /// this one is long.
+    fn tidy(&mut self, indexed: i64) -> Result<(), JournalError> {
+        for at in 0..2 {
+            let s = &self.segments[at];
+            if s.len > 0 && indexed >= s.last && (at != self.active || s.len >= LOG_RESET_BYTES) {
+                self.reset(at)?;
+            }
+        }
+        let other = 1 - self.active;
+        if self.segments[self.active].len >= LOG_RESET_BYTES && self.segments[other].len == 0 {
+            self.active = other;
+        }
+        Ok(())
+    }
+
+    /// Empty file `at` (everything in it is in the database).
+    fn reset(&mut self, at: usize) -> Result<(), JournalError> {
+        self.segments[at]
+            .file
+            .set_len(0)
+            .map_err(|e| self.error(format!("cannot be emptied: {e}")))?;
+        self.segments[at].len = 0;
+        Ok(())
+    }
+}
+
+/// Append the frame of entry `seq` with the record `text` to `out`.
+fn frame(out: &mut Vec<u8>, seq: i64, text: &str) {
+    let body_len = 8 + text.len();
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&seq.to_le_bytes());
+    crc.update(text.as_bytes());
+    // A record longer than 4 GiB cannot be one (arguments and results are capped far below).
+    out.extend_from_slice(&u32::try_from(body_len).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(&crc.finalize().to_le_bytes());
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(text.as_bytes());
+}
+
+/// The whole frames at the start of `bytes` (sequence number and text), and how many bytes
+/// after them are not a whole frame.
+fn frames(bytes: &[u8]) -> (Vec<(i64, &str)>, usize) {
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    while rest.len() >= FRAME_HEADER {
+        let word =
+            |at: usize| u32::from_le_bytes([rest[at], rest[at + 1], rest[at + 2], rest[at + 3]]);
+        let (len, crc) = (word(0) as usize, word(4));
+        let Some(body) = rest.get(FRAME_HEADER..FRAME_HEADER + len) else {
+            break;
+        };
+        if len < 8 || crc32fast::hash(body) != crc {
+            break;
+        }
+        let Ok(text) = std::str::from_utf8(&body[8..]) else {
+            break;
+        };
+        let mut seq = [0u8; 8];
+        seq.copy_from_slice(&body[..8]);
+        out.push((i64::from_le_bytes(seq), text));
+        rest = &rest[FRAME_HEADER + len..];
+    }
+    (out, rest.len())
+}
+
+/// An entry for the database: its record's row, place and links.
+struct Indexed {
+    seq: i64,
+    row: Row,
+    prev: String,
+    hash: String,
+}
+
+/// Insert `rows` in one transaction.
+fn insert(conn: &mut Connection, path: &Path, rows: &[Indexed]) -> Result<(), JournalError> {
+    let err = sqlite(path);
+    let tx = conn.transaction().map_err(&err)?;
+    {
+        let mut insert = tx
+            .prepare_cached(
+                "INSERT INTO records (seq, call_id, tool, status, stage, principal, received_at, record, prev_hash, hash)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )
+            .map_err(&err)?;
+        for Indexed {
+            seq,
+            row: r,
+            prev,
+            hash,
+        } in rows
+        {
+            insert
+                .execute(params![
+                    seq,
+                    r.call_id,
+                    r.tool,
+                    r.status,
+                    r.stage,
+                    r.principal,
+                    r.received_at,
+                    r.text,
+                    prev,
+                    hash
+                ])
+                .map_err(&err)?;
+        }
+    }
+    tx.commit().map_err(&err)
+}
+
+/// The records in the log and not yet in the database, shared by the writer, which adds them,
+/// the indexer thread, which inserts them, and readers, which wait for it.
+struct Index {
+    queue: Mutex<Queue>,
+    /// Wakes the indexer: records to insert, a reader waiting, or the journal closing.
+    more: Condvar,
+    /// Wakes those waiting for the indexer: records inserted, or an insert failed.
+    progress: Condvar,
+}
+
+struct Queue {
+    rows: Vec<Indexed>,
+    /// The last entry written to the log, and the last in the database.
+    written: i64,
+    indexed: i64,
+    /// Someone waits for the indexer: it inserts what it has without waiting for more.
+    hurry: bool,
+    closing: bool,
+    /// Why the last insert failed (the indexer tries again).
+    failed: Option<JournalError>,
+}
+
+impl Index {
+    fn new(head: i64) -> Index {
+        Index {
+            queue: Mutex::new(Queue {
+                rows: Vec::new(),
+                written: head,
+                indexed: head,
+                hurry: false,
+                closing: false,
+                failed: None,
+            }),
+            more: Condvar::new(),
+            progress: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hand the indexer `rows`, just written to the log, and start over from `head` when the
+    /// log has just been taken.
+    fn push(&self, rows: Vec<Indexed>) {
+        let mut q = self.lock();
+        let was_empty = q.rows.is_empty();
+        if let Some(last) = rows.last() {
+            q.written = last.seq;
+        }
+        q.rows.extend(rows);
+        // The indexer waits for the first record, or for INDEX_DELAY once it has some.
+        if was_empty || q.rows.len() >= INDEX_BATCH {
+            self.more.notify_one();
+        }
+    }
+
+    /// Start over at `head`: the log was just taken, and the database holds everything to it.
+    fn start_at(&self, head: i64) {
+        let mut q = self.lock();
+        q.written = head;
+        q.indexed = head;
+    }
+
+    /// The last entry in the database.
+    fn indexed(&self) -> i64 {
+        self.lock().indexed
+    }
+
+    fn is_caught_up(&self) -> bool {
+        let q = self.lock();
+        q.indexed == q.written
+    }
+
+    /// Wait until every record written so far is in the database.
+    fn caught_up(&self, path: &Path) -> Result<(), JournalError> {
+        let mut q = self.lock();
+        let target = q.written;
+        let deadline = Instant::now() + CATCH_UP_WAIT;
+        while q.indexed < target {
+            if let Some(e) = &q.failed {
+                return Err(e.clone());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(JournalError::Sqlite {
+                    path: path.display().to_string(),
+                    message: format!(
+                        "the indexer has not caught up within {} s",
+                        CATCH_UP_WAIT.as_secs()
+                    ),
+                });
+            }
+            q.hurry = true;
+            self.more.notify_one();
+            q = self
+                .progress
+                .wait_timeout(q, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        Ok(())
+    }
+
+    fn close(&self) {
+        self.lock().closing = true;
+        self.more.notify_one();
+    }
+
+    /// The indexer thread: insert what the log took, as many at once as [`INDEX_DELAY`]
+    /// gathers, until the journal closes and everything is in.
+    fn run(&self, mut conn: Connection, path: &Path) {
+        let mut q = self.lock();
+        loop {
+            if q.rows.is_empty() {
+                q.hurry = false;
+                if q.closing {
+                    return;
+                }
+                q = self.more.wait(q).unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            if !(q.hurry || q.closing || q.rows.len() >= INDEX_BATCH || q.failed.is_some()) {
+                q = self
+                    .more
+                    .wait_timeout(q, INDEX_DELAY)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            let take = q.rows.len().min(INDEX_BATCH);
+            let rows: Vec<Indexed> = q.rows.drain(..take).collect();
+            drop(q);
+            let inserted = insert(&mut conn, path, &rows);
+            q = self.lock();
+            match inserted {
+                Ok(()) => {
+                    q.indexed = rows.last().map_or(q.indexed, |r| r.seq);
+                    q.failed = None;
+                    self.progress.notify_all();
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, records = rows.len(), "journal: indexing failed; the records stay in the log, and are indexed again");
+                    let later = std::mem::take(&mut q.rows);
+                    q.rows = rows;
+                    q.rows.extend(later);
+                    q.failed = Some(e);
+                    self.progress.notify_all();
+                    if q.closing {
+                        return; // the log keeps them for the next opening
+                    }
+                    q = self
+                        .more
+                        .wait_timeout(q, Duration::from_millis(100))
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+            }
+        }
+    }
+}
+
+/// The only writer of the log, and the chain's head.
 struct Writer {
     path: PathBuf,
-    conn: Connection,
+    durability: Durability,
+    /// The log, while this process owns it.
+    log: Option<Log>,
+    /// The last entry's sequence number and hash (meaningful while `log` is owned).
+    last: (i64, String),
     stats: Arc<Mutex<CommitStats>>,
-    /// The last entry's sequence number and hash, or why they are unknown.
-    last: Result<(i64, String), JournalError>,
-    /// Frames in the WAL after the last commit (set by SQLite's WAL hook).
-    wal_frames: Arc<std::sync::atomic::AtomicI64>,
-    /// Frames in the WAL when the checkpointer was last asked.
-    frames_at_request: i64,
-    /// Frames in the WAL when the writer last checkpointed itself (0 once the WAL starts over):
-    /// where a reader holds the WAL and the checkpoint cannot complete, the next attempt waits
-    /// for another [`CHECKPOINT_EVERY_FRAMES`] rather than costing every commit.
-    frames_at_own: i64,
-    /// Wakes the checkpointer, and is held by it while it checkpoints (`None` where SQLite
-    /// checkpoints by itself, and once the journal closes).
-    checkpoint: Option<(mpsc::SyncSender<()>, Arc<Mutex<()>>)>,
+    index: Arc<Index>,
 }
 
 impl Writer {
-    /// The writer thread: commit what callers hand over, as many at once as are waiting.
+    /// The writer thread: write what callers hand over, as many at once as are waiting.
     fn run(state: &Mutex<Writer>, rx: &mpsc::Receiver<Pending>, queued: &AtomicUsize) {
         while let Ok(first) = rx.recv() {
             let mut batch = vec![first];
@@ -609,124 +1095,101 @@ impl Writer {
             }
             let mut writer = state.lock().unwrap_or_else(|p| p.into_inner());
             // Taken under the lock: a caller that then sees none queued and the lock free
-            // commits after this batch, so the chain keeps the order of commits.
+            // writes after this batch, so the chain keeps the order of writes.
             queued.fetch_sub(batch.len(), Ordering::AcqRel);
             writer.write(batch);
         }
     }
 
-    /// Sign and commit `batch` as one transaction after the chain's head, and answer each.
-    fn write(&mut self, mut batch: Vec<Pending>) {
-        let (start_seq, start_prev) = match &self.last {
-            Ok(l) => l.clone(),
-            Err(e) => {
-                // The chain's head is unknown: write nothing rather than fork the chain.
-                for p in batch {
-                    let _ = p.reply.send(Err(e.clone()));
-                }
-                self.last = head(&self.conn, &self.path);
-                return;
-            }
-        };
-        sign(&mut batch);
-        match self.commit(&batch, start_seq, &start_prev) {
-            Ok(entries) => {
-                if let Some(e) = entries.last() {
-                    self.last = Ok((e.seq, e.hash.clone()));
-                }
-                if let Ok(mut s) = self.stats.lock() {
-                    s.records += batch.len() as u64;
-                    s.commits += 1;
-                }
-                // Frames in the WAL now (SQLite's WAL hook keeps the count); fewer than at
-                // the last request means the WAL started over.
-                let frames = self.wal_frames.load(Ordering::Acquire);
-                if frames < self.frames_at_request {
-                    self.frames_at_request = 0;
-                }
-                if frames < self.frames_at_own {
-                    self.frames_at_own = 0;
-                }
-                if frames - self.frames_at_request >= CHECKPOINT_EVERY_FRAMES
-                    && let Some((wake, _)) = &self.checkpoint
-                    // Full: a checkpoint is asked for already, and will see these too.
-                    && wake.try_send(()).is_ok()
-                {
-                    self.frames_at_request = frames;
-                }
-                for (p, entry) in batch.into_iter().zip(entries) {
-                    let signature = p.sign.and_then(|s| s.signed);
-                    let _ = p.reply.send(Ok(Committed { entry, signature }));
-                }
-                // The checkpointer has fallen behind: checkpoint here, holding the writer (no
-                // frame is added meanwhile) once the checkpointer's own checkpoint is over (two
-                // at once, SQLite refuses one), so that this one completes.
-                if frames
-                    >= CHECKPOINT_LIMIT_FRAMES.max(self.frames_at_own + CHECKPOINT_EVERY_FRAMES)
-                    && let Some((_, checkpointing)) = &self.checkpoint
-                {
-                    let _idle = checkpointing.lock().unwrap_or_else(|p| p.into_inner());
-                    if let Err(e) = passive_checkpoint(&self.conn) {
-                        tracing::warn!(error = %e, "journal checkpoint failed");
-                    }
-                    self.frames_at_own = frames;
-                }
-            }
-            Err(e) => {
-                tracing::error!(error = %e, records = batch.len(), "journal commit failed");
-                for p in batch {
-                    let _ = p.reply.send(Err(e.clone()));
-                }
-                // The transaction rolled back: read the head again.
-                self.last = head(&self.conn, &self.path);
-            }
+    /// The log, taken (with what it holds indexed) if another process had it before.
+    fn log(&mut self) -> Result<&mut Log, JournalError> {
+        if self.log.is_none() {
+            // Whatever this journal wrote before is in the database first.
+            self.index.caught_up(&self.path)?;
+            let (log, head) = Log::take(&self.path, self.durability, LOCK_WAIT)?;
+            self.index.start_at(head.0);
+            self.last = head;
+            self.log = Some(log);
         }
+        let log = self.log.as_mut().ok_or_else(|| JournalError::Log {
+            path: self.path.display().to_string(),
+            message: "is not open".into(),
+        })?;
+        // Keep the log short: empty what the database holds, and where the indexer has fallen
+        // far behind, wait for it before writing more.
+        if log.len() >= LOG_LIMIT_BYTES {
+            self.index.caught_up(&self.path)?;
+        }
+        log.tidy(self.index.indexed())?;
+        Ok(log)
     }
 
-    fn commit(
-        &mut self,
-        batch: &[Pending],
-        mut seq: i64,
-        prev: &str,
-    ) -> Result<Vec<Entry>, JournalError> {
-        let err = sqlite(&self.path);
-        let tx = self.conn.transaction().map_err(&err)?;
-        let mut prev = prev.to_string();
-        let mut entries = Vec::with_capacity(batch.len());
-        {
-            let mut insert = tx
-                .prepare_cached(
-                    "INSERT INTO records (seq, call_id, tool, status, stage, principal, received_at, record, prev_hash, hash)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                )
-                .map_err(&err)?;
-            for Pending { row: p, .. } in batch {
-                seq += 1;
-                let hash = chain_hash(&prev, seq, &p.text);
-                insert
-                    .execute(params![
+    /// Sign `batch`, write it to the log after the chain's head as one write, and answer each.
+    fn write(&mut self, mut batch: Vec<Pending>) {
+        if let Err(e) = self.log() {
+            tracing::error!(error = %e, records = batch.len(), "journal: the log cannot be written");
+            for p in batch {
+                let _ = p.reply.send(Err(e.clone()));
+            }
+            return;
+        }
+        sign(&mut batch);
+        let (mut seq, mut prev) = self.last.clone();
+        let mut bytes = Vec::with_capacity(
+            batch
+                .iter()
+                .map(|p| FRAME_HEADER + 8 + p.row.text.len())
+                .sum(),
+        );
+        let mut rows = Vec::with_capacity(batch.len());
+        let mut answers = Vec::with_capacity(batch.len());
+        for Pending { row, sign, reply } in batch {
+            seq += 1;
+            let hash = chain_hash(&prev, seq, &row.text);
+            frame(&mut bytes, seq, &row.text);
+            answers.push((
+                reply,
+                Committed {
+                    entry: Entry {
                         seq,
-                        p.call_id,
-                        p.tool,
-                        p.status,
-                        p.stage,
-                        p.principal,
-                        p.received_at,
-                        p.text,
-                        prev,
-                        hash
-                    ])
-                    .map_err(&err)?;
-                prev = hash.clone();
-                entries.push(Entry {
-                    seq,
-                    hash,
-                    node: None,
-                });
+                        hash: hash.clone(),
+                        node: None,
+                    },
+                    signature: sign.and_then(|s| s.signed),
+                },
+            ));
+            rows.push(Indexed {
+                seq,
+                row,
+                prev: std::mem::replace(&mut prev, hash.clone()),
+                hash,
+            });
+        }
+        let written = match self.log.as_mut() {
+            Some(log) => log.append(&bytes, seq),
+            None => Err(JournalError::WriterGone {
+                path: self.path.display().to_string(),
+            }),
+        };
+        match written {
+            Ok(()) => {
+                self.last = (seq, prev);
+                if let Ok(mut s) = self.stats.lock() {
+                    s.records += rows.len() as u64;
+                    s.commits += 1;
+                }
+                self.index.push(rows);
+                for (reply, committed) in answers {
+                    let _ = reply.send(Ok(committed));
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, records = rows.len(), "journal: writing the log failed");
+                for (reply, _) in answers {
+                    let _ = reply.send(Err(e.clone()));
+                }
             }
         }
-        tx.commit().map_err(&err)?;
-        Ok(entries)
     }
 }
 
@@ -741,24 +1204,6 @@ fn head(conn: &Connection, path: &Path) -> Result<(i64, String), JournalError> {
         .optional()
         .map_err(sqlite(path))?;
     Ok(found.unwrap_or((0, GENESIS.to_string())))
-}
-
-/// The checkpointer thread: SQLite's passive checkpoints (copying the WAL back into the
-/// database, with its `fsync`s) when the writer asks, beside the commits rather than in them.
-/// It holds `checkpointing` meanwhile, which the writer waits on at
-/// [`CHECKPOINT_LIMIT_FRAMES`] (the writer takes its own lock first, this thread never does).
-fn checkpoints(conn: Connection, checkpointing: &Mutex<()>, asked: &mpsc::Receiver<()>) {
-    while asked.recv().is_ok() {
-        let _busy = checkpointing.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = passive_checkpoint(&conn) {
-            tracing::warn!(error = %e, "journal checkpoint failed");
-        }
-    }
-}
-
-/// A passive checkpoint: copies what it can of the WAL into the database, waiting for nobody.
-fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<()> {
-    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
 }
 
 /// Sign the records of `batch` that ask for it: one signature per key for all of them (one key in
@@ -894,13 +1339,11 @@ mod tests {
         assert_eq!((v.entries, v.first_bad), (64, None));
     }
 
-    /// Callers commit without SQLite's automatic checkpoints; the checkpointer thread keeps the
-    /// WAL from growing without end, and the writer bounds it itself where that thread falls
-    /// behind. With no checkpoint at all, these 6,000 records of 3 KB, one at a time, grew the
-    /// WAL to 107 MB. The bound holds however the threads are scheduled (a starved checkpointer
-    /// on a loaded CI machine once let it reach 30 MB against the earlier, thread-only backstop).
+    /// The indexer's batches keep SQLite's WAL bounded by its own automatic checkpoints, off
+    /// the callers' path: these 6,000 records of 3 KB, one at a time, would grow a WAL that is
+    /// never checkpointed to 107 MB. The log is emptied as the indexer catches up.
     #[test]
-    fn the_wal_is_checkpointed_beside_the_commits() {
+    fn the_wal_and_the_log_stay_bounded() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j.sqlite");
         let j = Journal::open(&path, Durability::Committed).unwrap();
@@ -908,22 +1351,120 @@ mod tests {
         let mut r = record(0);
         r.arguments = Some(serde_json::json!({ "text": "x".repeat(3000) }));
         let wal = dir.path().join("j.sqlite-wal");
-        let mut largest = 0;
+        let logs = log_paths(&path);
+        let (mut largest, mut longest) = (0, 0);
         for n in 0..6000 {
             r.call_id = format!("call_{n}");
             key.sign(&mut r);
             j.append(&r).unwrap();
             largest = largest.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
+            let log: u64 = logs
+                .iter()
+                .map(|l| std::fs::metadata(l).map(|m| m.len()).unwrap_or(0))
+                .sum();
+            longest = longest.max(log);
         }
-        let frame = 4096 + 24;
-        // The limit, plus the frames of the one commit that crossed it (a record's leaf, the
-        // index's leaf, and the interior pages above them).
-        let bound = (CHECKPOINT_LIMIT_FRAMES + 16) as u64 * frame;
+        // SQLite checkpoints at 1,000 pages, after the commit that crosses it: one batch of
+        // at most INDEX_BATCH records of 3 KB (about 800 pages) on top.
+        let bound = 2000 * (4096 + 24);
         assert!(
             largest <= bound,
             "the WAL reached {largest} bytes (bound {bound})"
         );
+        assert!(
+            longest < 2 * LOG_RESET_BYTES + (INDEX_BATCH as u64) * 4096,
+            "the log reached {longest} bytes: it was not emptied as the indexer went"
+        );
         let v = j.verify(None).unwrap();
         assert_eq!((v.entries, v.first_bad), (6000, None));
+    }
+
+    /// A record whose JSON text is `text`, as the log holds it.
+    fn text(n: u32) -> String {
+        serde_json::to_string(&record(n)).unwrap()
+    }
+
+    /// What a process that stopped before indexing leaves: records in the log and not in the
+    /// database. The next opening indexes them in the chain, skips frames already indexed, and
+    /// drops an incomplete last frame (a write cut short).
+    #[test]
+    fn the_next_opening_indexes_what_the_log_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.sqlite");
+        let j = Journal::open(&path, Durability::Committed).unwrap();
+        for n in 1..=3 {
+            j.append(&record(n)).unwrap();
+        }
+        drop(j);
+        let [log, other] = log_paths(&path);
+        assert_eq!(
+            std::fs::metadata(&log).unwrap().len(),
+            0,
+            "emptied on close"
+        );
+        let mut bytes = Vec::new();
+        frame(&mut bytes, 3, &text(3)); // indexed already
+        frame(&mut bytes, 5, &text(5));
+        frame(&mut bytes, 6, &text(6));
+        // The other file, written before the first was emptied.
+        let mut older = Vec::new();
+        frame(&mut older, 4, &text(4));
+        std::fs::write(&other, &older).unwrap();
+        let mut torn = Vec::new();
+        frame(&mut torn, 7, &text(7));
+        bytes.extend_from_slice(&torn[..torn.len() / 2]);
+        std::fs::write(&log, &bytes).unwrap();
+
+        let j = Journal::open(&path, Durability::Committed).unwrap();
+        let v = j.verify(None).unwrap();
+        assert_eq!((v.entries, v.first_bad), (6, None));
+        assert!(j.show("call_5").unwrap().is_some());
+        assert!(
+            j.show("call_7").unwrap().is_none(),
+            "the torn frame is dropped"
+        );
+        assert_eq!(std::fs::metadata(&log).unwrap().len(), 0);
+        assert_eq!(std::fs::metadata(&other).unwrap().len(), 0);
+        assert_eq!(j.append(&record(8)).unwrap().seq, 7);
+        drop(j);
+
+        // A frame that does not continue the chain is refused, and named.
+        let mut gap = Vec::new();
+        frame(&mut gap, 9, &text(9));
+        std::fs::write(&log, &gap).unwrap();
+        match Journal::open(&path, Durability::Committed) {
+            Err(JournalError::Log { message, .. }) => {
+                assert!(message.contains("entry 9 where entry 8"), "{message}")
+            }
+            other => panic!("a gap in the log opened: {:?}", other.map(|_| ())),
+        }
+    }
+
+    /// One journal owns the log at a time. A second one (here in the same process; a second
+    /// `vak` in practice) reads what the first has indexed, and its first append waits for the
+    /// first to let go, then goes on with the same chain.
+    #[test]
+    fn a_second_journal_reads_then_takes_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.sqlite");
+        let first = Journal::open(&path, Durability::Committed).unwrap();
+        for n in 1..=3 {
+            first.append(&record(n)).unwrap();
+        }
+        first.verify(None).unwrap(); // waits for the indexer
+        let second = Journal::open(&path, Durability::Committed).unwrap();
+        assert_eq!(second.verify(None).unwrap().entries, 3);
+        let closing = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            first.append(&record(4)).unwrap();
+            drop(first);
+        });
+        let started = Instant::now();
+        let entry = second.append(&record(5)).unwrap();
+        closing.join().unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(150), "it waited");
+        assert_eq!(entry.seq, 5);
+        let v = second.verify(None).unwrap();
+        assert_eq!((v.entries, v.first_bad), (5, None));
     }
 }

@@ -63,7 +63,7 @@ struct Cli {
     /// host name]. Every running node needs its own.
     #[arg(long, global = true, value_name = "NAME")]
     node: Option<String>,
-    /// Also sync every journal commit to disk, so that a record survives a power loss, not only a
+    /// Also sync every journal write to disk, so that a record survives a power loss, not only a
     /// crash of vak (concurrent calls share one flush: group commit).
     #[arg(long, global = true, conflicts_with = "no_journal")]
     journal_sync: bool,
