@@ -58,10 +58,11 @@ wargs='{"arguments":"{\"values\":[3,1,2]}"}'
 "$load" start --runs 1 --tool "$wtool" -- "${wassette_cmd[@]}" >/dev/null 2>&1
 
 added() { grep -o 'p50 − floor p50): [0-9.]*' | grep -o '[0-9.]*$'; }
+added_mean() { grep -o 'mean − floor mean): [0-9.]*' | grep -o '[0-9.]*$'; }
 rate() { grep -o '^[0-9]* calls/s' | grep -o '^[0-9]*'; }
 listed() { grep 'a tools/list with' | awk '{print $(NF-2)}'; }
 
-printf "%-6s %-28s %14s %14s %16s\n" round server "added µs/call" "calls/s (32)" "warm start ms"
+printf "%-6s %-28s %14s %14s %14s %16s\n" round server "added µs/call" "(mean)" "calls/s (32)" "warm start ms"
 for r in $(seq 1 "$rounds"); do
   for server in "vak, journal on" "vak, journal off" "wassette"; do
     case "$server" in
@@ -69,9 +70,11 @@ for r in $(seq 1 "$rounds"); do
       "vak, journal off") cmd=("$vak" --no-journal serve); tool=stats; args='{"values":[3,1,2]}' ;;
       wassette) cmd=("${wassette_cmd[@]}"); tool="$wtool"; args="$wargs" ;;
     esac
-    lat=$(taskset -c 0 "$load" sequential --floor --calls 2000 --tool "$tool" --args "$args" -- "${cmd[@]}" 2>/dev/null | added)
+    out=$(taskset -c 0 "$load" sequential --floor --calls 2000 --tool "$tool" --args "$args" -- "${cmd[@]}" 2>/dev/null)
+    lat=$(added <<<"$out")
+    mean=$(added_mean <<<"$out")
     thr=$("$load" pipelined --calls 20000 --inflight 32 --tool "$tool" --args "$args" -- "${cmd[@]}" 2>/dev/null | rate)
     st=$("$load" start --runs 5 --tool "$tool" -- "${cmd[@]}" 2>/dev/null | listed)
-    printf "%-6s %-28s %14s %14s %16s\n" "$r" "$server" "$lat" "$thr" "$st"
+    printf "%-6s %-28s %14s %14s %14s %16s\n" "$r" "$server" "$lat" "$mean" "$thr" "$st"
   done
 done
