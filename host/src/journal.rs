@@ -24,7 +24,8 @@ use crate::record::CallRecord;
 use crate::signing::{HostKey, RecordSignature};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
-use std::io::{Read, Write};
+use std::io::Read;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -606,7 +607,7 @@ impl Drop for Journal {
         let mut writer = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if self.index.is_caught_up()
             && let Some(log) = writer.log.as_mut()
-            && let Err(e) = log.reset(0).and_then(|()| log.reset(1))
+            && let Err(e) = log.clear()
         {
             tracing::warn!(error = %e, journal = %self.path.display(), "the journal's log was not emptied (it is indexed again at the next opening)");
         }
@@ -615,12 +616,18 @@ impl Drop for Journal {
     }
 }
 
-/// The journal's append-only log: frames of a length, a CRC-32 and a body of the entry's
-/// sequence number and its record's JSON text. It holds the records written and not yet known
-/// to be in the database, in two files written in turn: the one written is set aside once it
-/// is [`LOG_RESET_BYTES`] long, and emptied once the database holds everything in it (a file
-/// cannot be cut at its start, and the indexer, always a little behind, is seldom level with
-/// the writer). The first file's advisory lock makes its process the journal's only writer.
+/// The journal's append-only log: frames of a length, a CRC-32 and a body of the file's lap,
+/// the entry's sequence number and its record's JSON text. It holds the records written and not
+/// yet known to be in the database, in two files written in turn: the one written is set aside
+/// once it is [`LOG_RESET_BYTES`] long, and written again from its start once the database holds
+/// everything in it (a file cannot be cut at its start, and the indexer, always a little behind,
+/// is seldom level with the writer).
+///
+/// The files are made [`LOG_FILE_BYTES`] long (zeros) when taken and written over in place
+/// after that: an `fdatasync` of a write that grows a file also writes its new size, which took
+/// 218–276 µs against 169–181 µs for a write in place, here. A file's lap, counted up each time
+/// it is written from its start, tells its frames from the older ones after them. The first
+/// file's advisory lock makes its process the journal's only writer.
 struct Log {
     path: PathBuf,
     segments: [Segment; 2],
@@ -632,13 +639,23 @@ struct Log {
 /// One file of the log.
 struct Segment {
     file: std::fs::File,
+    /// Bytes of this lap's frames (where the next write goes).
     len: u64,
     /// The last entry it holds (while `len > 0`).
     last: i64,
+    /// Counted up each time the file is written again from its start; its frames carry it.
+    lap: u32,
 }
 
 /// Bytes of a frame before its body: the body's length and its CRC-32, little-endian.
 const FRAME_HEADER: usize = 8;
+
+/// Bytes of a frame's body before the record: the file's lap and the sequence number.
+const FRAME_PREFIX: usize = 12;
+
+/// How long each file of the log is made (written longer only by a writer far ahead of the
+/// indexer).
+const LOG_FILE_BYTES: u64 = LOG_RESET_BYTES + LOG_RESET_BYTES / 4;
 
 /// The two files of the log of the journal at `path`.
 fn log_paths(path: &Path) -> [PathBuf; 2] {
@@ -673,8 +690,9 @@ impl Log {
         let open = |at: &Path| {
             std::fs::OpenOptions::new()
                 .read(true)
-                .append(true)
+                .write(true)
                 .create(true)
+                .truncate(false)
                 .open(at)
                 .map_err(|e| io("cannot be opened", e))
         };
@@ -698,6 +716,7 @@ impl Log {
             file,
             len: 0,
             last: 0,
+            lap: 1,
         };
         let mut log = Log {
             path: path.to_path_buf(),
@@ -726,11 +745,10 @@ impl Log {
                 .map_err(|e| io("cannot be read", e))?;
         }
         let mut held = Vec::new();
-        for b in &bytes {
-            let (frames, torn) = frames(b);
-            if torn > 0 {
-                tracing::warn!(journal = %shown(), bytes = torn, "the journal's log ends in an incomplete frame (a write cut short); it is dropped");
-            }
+        for (s, b) in log.segments.iter_mut().zip(&bytes) {
+            let (lap, frames) = frames(b);
+            // Count on from the lap found, so that its frames are older ones from now on.
+            s.lap = lap.map_or(1, |l| l.wrapping_add(1));
             held.extend(frames);
         }
         held.sort_by_key(|(seq, _)| *seq);
@@ -743,8 +761,9 @@ impl Log {
             }
             if seq != last.0 + 1 {
                 return Err(log.error(format!(
-                    "holds entry {seq} where entry {} comes next",
-                    last.0 + 1
+                    "holds entry {seq} where entry {} comes next (the database has lost entries the log no longer holds, or was replaced); move {} aside to open the journal without them",
+                    last.0 + 1,
+                    log_paths(path).map(|p| p.display().to_string()).join(" and ")
                 )));
             }
             let record: CallRecord = serde_json::from_str(text)
@@ -762,9 +781,38 @@ impl Log {
             tracing::info!(journal = %shown(), records = rows.len(), "indexing what the journal's log held beyond its database");
             insert(&mut conn, path, &rows)?;
         }
-        log.reset(0)?;
-        log.reset(1)?;
+        for at in 0..2 {
+            log.prepare(at)?;
+        }
         Ok((log, last))
+    }
+
+    /// Make file `at` [`LOG_FILE_BYTES`] long if it is shorter (zeros, synced when the log
+    /// is), so that writes go over bytes already allocated; the next write goes to its start.
+    fn prepare(&mut self, at: usize) -> Result<(), JournalError> {
+        let s = &mut self.segments[at];
+        let grown = s
+            .file
+            .metadata()
+            .and_then(|m| match m.len() < LOG_FILE_BYTES {
+                true => {
+                    let zeros = vec![0u8; 1 << 16];
+                    let mut offset = m.len();
+                    while offset < LOG_FILE_BYTES {
+                        let n = zeros.len().min((LOG_FILE_BYTES - offset) as usize);
+                        s.file.write_all_at(&zeros[..n], offset)?;
+                        offset += n as u64;
+                    }
+                    match self.sync {
+                        true => s.file.sync_all(),
+                        false => Ok(()),
+                    }
+                }
+                false => Ok(()),
+            });
+        grown.map_err(|e| self.error(format!("cannot be made ready: {e}")))?;
+        self.segments[at].len = 0;
+        Ok(())
     }
 
     /// Bytes in both files.
@@ -772,12 +820,18 @@ impl Log {
         self.segments.iter().map(|s| s.len).sum()
     }
 
-    /// Append `bytes` (whole frames, up to entry `last`) in one write; on failure the file is
-    /// cut back to where it was, so that no later frame follows a torn one.
+    /// The lap of the file written: the frames of the next write carry it.
+    fn lap(&self) -> u32 {
+        self.segments[self.active].lap
+    }
+
+    /// Write `bytes` (whole frames of [`Log::lap`], up to entry `last`) after this lap's frames,
+    /// in one write. On failure nothing counts as written: the next write goes to the same
+    /// place, over what this one may have left.
     fn append(&mut self, bytes: &[u8], last: i64) -> Result<(), JournalError> {
         let sync = self.sync;
         let s = &mut self.segments[self.active];
-        let written = (&s.file).write_all(bytes).and_then(|()| match sync {
+        let written = s.file.write_all_at(bytes, s.len).and_then(|()| match sync {
             true => s.file.sync_data(),
             false => Ok(()),
         });
@@ -787,14 +841,7 @@ impl Log {
                 s.last = last;
                 Ok(())
             }
-            Err(e) => {
-                let message = format!("cannot be written: {e}");
-                let cut = s.file.set_len(s.len);
-                Err(match cut {
-                    Ok(()) => self.error(message),
-                    Err(e) => self.error(format!("{message}; nor cut back: {e}")),
-                })
-            }
+            Err(e) => Err(self.error(format!("cannot be written: {e}"))),
         }
     }
 
@@ -814,54 +861,73 @@ impl Log {
         Ok(())
     }
 
-    /// Empty file `at` (everything in it is in the database).
+    /// Start file `at` again from its start, on a new lap (everything in it is in the
+    /// database).
     fn reset(&mut self, at: usize) -> Result<(), JournalError> {
-        self.segments[at]
-            .file
-            .set_len(0)
-            .map_err(|e| self.error(format!("cannot be emptied: {e}")))?;
-        self.segments[at].len = 0;
+        let s = &mut self.segments[at];
+        s.lap = s.lap.wrapping_add(1);
+        s.len = 0;
+        Ok(())
+    }
+
+    /// Mark both files empty (everything in them is in the database): their first frames are
+    /// zeroed, which ends a reading at once.
+    fn clear(&mut self) -> Result<(), JournalError> {
+        for at in 0..2 {
+            self.segments[at]
+                .file
+                .write_all_at(&[0u8; FRAME_HEADER], 0)
+                .map_err(|e| self.error(format!("cannot be emptied: {e}")))?;
+            self.reset(at)?;
+        }
         Ok(())
     }
 }
 
-/// Append the frame of entry `seq` with the record `text` to `out`.
-fn frame(out: &mut Vec<u8>, seq: i64, text: &str) {
-    let body_len = 8 + text.len();
+/// Append the frame of entry `seq` with the record `text`, on lap `lap`, to `out`.
+fn frame(out: &mut Vec<u8>, lap: u32, seq: i64, text: &str) {
+    let body_len = FRAME_PREFIX + text.len();
     let mut crc = crc32fast::Hasher::new();
+    crc.update(&lap.to_le_bytes());
     crc.update(&seq.to_le_bytes());
     crc.update(text.as_bytes());
     // A record longer than 4 GiB cannot be one (arguments and results are capped far below).
     out.extend_from_slice(&u32::try_from(body_len).unwrap_or(u32::MAX).to_le_bytes());
     out.extend_from_slice(&crc.finalize().to_le_bytes());
+    out.extend_from_slice(&lap.to_le_bytes());
     out.extend_from_slice(&seq.to_le_bytes());
     out.extend_from_slice(text.as_bytes());
 }
 
-/// The whole frames at the start of `bytes` (sequence number and text), and how many bytes
-/// after them are not a whole frame.
-fn frames(bytes: &[u8]) -> (Vec<(i64, &str)>, usize) {
-    let mut out = Vec::new();
-    let mut rest = bytes;
-    while rest.len() >= FRAME_HEADER {
+/// The lap of the first frame of a log file's `bytes`, and the frames (sequence number and
+/// text) from the start that are whole and of that lap. Reading ends at the first byte that
+/// does not begin one: zeros, an older lap's frame, or a write cut short.
+fn frames(bytes: &[u8]) -> (Option<u32>, Vec<(i64, &str)>) {
+    let (mut lap, mut out, mut rest) = (None, Vec::new(), bytes);
+    while let Some(header) = rest.get(..FRAME_HEADER) {
         let word =
-            |at: usize| u32::from_le_bytes([rest[at], rest[at + 1], rest[at + 2], rest[at + 3]]);
-        let (len, crc) = (word(0) as usize, word(4));
+            |b: &[u8], at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let (len, crc) = (word(header, 0) as usize, word(header, 4));
         let Some(body) = rest.get(FRAME_HEADER..FRAME_HEADER + len) else {
             break;
         };
-        if len < 8 || crc32fast::hash(body) != crc {
+        if len < FRAME_PREFIX || crc32fast::hash(body) != crc {
             break;
         }
-        let Ok(text) = std::str::from_utf8(&body[8..]) else {
+        let this = word(body, 0);
+        if lap.is_some_and(|l| l != this) {
+            break;
+        }
+        let Ok(text) = std::str::from_utf8(&body[FRAME_PREFIX..]) else {
             break;
         };
         let mut seq = [0u8; 8];
-        seq.copy_from_slice(&body[..8]);
+        seq.copy_from_slice(&body[4..FRAME_PREFIX]);
+        lap = Some(this);
         out.push((i64::from_le_bytes(seq), text));
         rest = &rest[FRAME_HEADER + len..];
     }
-    (out, rest.len())
+    (lap, out)
 }
 
 /// An entry for the database: its record's row, place and links.
@@ -1134,11 +1200,12 @@ impl Writer {
             return;
         }
         sign(&mut batch);
+        let lap = self.log.as_ref().map_or(0, Log::lap);
         let (mut seq, mut prev) = self.last.clone();
         let mut bytes = Vec::with_capacity(
             batch
                 .iter()
-                .map(|p| FRAME_HEADER + 8 + p.row.text.len())
+                .map(|p| FRAME_HEADER + FRAME_PREFIX + p.row.text.len())
                 .sum(),
         );
         let mut rows = Vec::with_capacity(batch.len());
@@ -1146,7 +1213,7 @@ impl Writer {
         for Pending { row, sign, reply } in batch {
             seq += 1;
             let hash = chain_hash(&prev, seq, &row.text);
-            frame(&mut bytes, seq, &row.text);
+            frame(&mut bytes, lap, seq, &row.text);
             answers.push((
                 reply,
                 Committed {
@@ -1352,17 +1419,19 @@ mod tests {
         r.arguments = Some(serde_json::json!({ "text": "x".repeat(3000) }));
         let wal = dir.path().join("j.sqlite-wal");
         let logs = log_paths(&path);
-        let (mut largest, mut longest) = (0, 0);
+        let (mut largest, mut longest, mut files) = (0, 0, 0);
         for n in 0..6000 {
             r.call_id = format!("call_{n}");
             key.sign(&mut r);
             j.append(&r).unwrap();
             largest = largest.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
-            let log: u64 = logs
+            let held = j.state.lock().unwrap().log.as_ref().map_or(0, Log::len);
+            longest = longest.max(held);
+            let size: u64 = logs
                 .iter()
                 .map(|l| std::fs::metadata(l).map(|m| m.len()).unwrap_or(0))
                 .sum();
-            longest = longest.max(log);
+            files = files.max(size);
         }
         // SQLite checkpoints at 1,000 pages, after the commit that crosses it: one batch of
         // at most INDEX_BATCH records of 3 KB (about 800 pages) on top.
@@ -1371,9 +1440,14 @@ mod tests {
             largest <= bound,
             "the WAL reached {largest} bytes (bound {bound})"
         );
+        let log_bound = 2 * LOG_RESET_BYTES + (INDEX_BATCH as u64) * 4096;
         assert!(
-            longest < 2 * LOG_RESET_BYTES + (INDEX_BATCH as u64) * 4096,
-            "the log reached {longest} bytes: it was not emptied as the indexer went"
+            longest < log_bound,
+            "the log held {longest} bytes: it was not emptied as the indexer went"
+        );
+        assert!(
+            files < 2 * LOG_FILE_BYTES + (INDEX_BATCH as u64) * 4096,
+            "the log's files grew to {files} bytes"
         );
         let v = j.verify(None).unwrap();
         assert_eq!((v.entries, v.first_bad), (6000, None));
@@ -1397,21 +1471,21 @@ mod tests {
         }
         drop(j);
         let [log, other] = log_paths(&path);
-        assert_eq!(
-            std::fs::metadata(&log).unwrap().len(),
-            0,
-            "emptied on close"
-        );
+        for file in [&log, &other] {
+            let bytes = std::fs::read(file).unwrap();
+            assert_eq!(bytes.len() as u64, LOG_FILE_BYTES, "made ready in full");
+            assert!(frames(&bytes).1.is_empty(), "emptied on close");
+        }
         let mut bytes = Vec::new();
-        frame(&mut bytes, 3, &text(3)); // indexed already
-        frame(&mut bytes, 5, &text(5));
-        frame(&mut bytes, 6, &text(6));
-        // The other file, written before the first was emptied.
+        frame(&mut bytes, 2, 3, &text(3)); // indexed already
+        frame(&mut bytes, 2, 5, &text(5));
+        frame(&mut bytes, 2, 6, &text(6));
+        // The other file, written before the first was started again.
         let mut older = Vec::new();
-        frame(&mut older, 4, &text(4));
+        frame(&mut older, 1, 4, &text(4));
         std::fs::write(&other, &older).unwrap();
         let mut torn = Vec::new();
-        frame(&mut torn, 7, &text(7));
+        frame(&mut torn, 2, 7, &text(7));
         bytes.extend_from_slice(&torn[..torn.len() / 2]);
         std::fs::write(&log, &bytes).unwrap();
 
@@ -1423,14 +1497,17 @@ mod tests {
             j.show("call_7").unwrap().is_none(),
             "the torn frame is dropped"
         );
-        assert_eq!(std::fs::metadata(&log).unwrap().len(), 0);
-        assert_eq!(std::fs::metadata(&other).unwrap().len(), 0);
         assert_eq!(j.append(&record(8)).unwrap().seq, 7);
+        assert_eq!(
+            j.state.lock().unwrap().log.as_ref().map(Log::lap),
+            Some(3),
+            "the next lap of the file read"
+        );
         drop(j);
 
         // A frame that does not continue the chain is refused, and named.
         let mut gap = Vec::new();
-        frame(&mut gap, 9, &text(9));
+        frame(&mut gap, 1, 9, &text(9));
         std::fs::write(&log, &gap).unwrap();
         match Journal::open(&path, Durability::Committed) {
             Err(JournalError::Log { message, .. }) => {
@@ -1438,6 +1515,29 @@ mod tests {
             }
             other => panic!("a gap in the log opened: {:?}", other.map(|_| ())),
         }
+    }
+
+    /// A log file written again from its start holds its new lap's frames, then an older lap's:
+    /// a reading takes only the first lap, and stops at zeros and at a frame cut short.
+    #[test]
+    fn a_reading_takes_the_first_lap_only() {
+        let mut bytes = Vec::new();
+        frame(&mut bytes, 5, 10, &text(10));
+        frame(&mut bytes, 5, 11, &text(11));
+        let ours = bytes.len();
+        frame(&mut bytes, 4, 2, &text(2)); // an older lap's frame, whole after ours
+        let (lap, read) = frames(&bytes);
+        assert_eq!(lap, Some(5));
+        assert_eq!(read.iter().map(|f| f.0).collect::<Vec<_>>(), [10, 11]);
+        let mut zeros = bytes[..ours].to_vec();
+        zeros.extend_from_slice(&[0u8; 64]);
+        assert_eq!(frames(&zeros).1.len(), 2);
+        let mut cut = bytes[..ours].to_vec();
+        let mut next = Vec::new();
+        frame(&mut next, 5, 12, &text(12));
+        cut.extend_from_slice(&next[..next.len() - 1]);
+        assert_eq!(frames(&cut).1.len(), 2, "a frame cut short is not read");
+        assert_eq!(frames(&[0u8; 64]), (None, Vec::new()));
     }
 
     /// One journal owns the log at a time. A second one (here in the same process; a second
