@@ -330,11 +330,11 @@ impl Journal {
             }
             Err(e) => return Err(e),
         };
-        let index = Arc::new(Index::new(owned.as_ref().map_or(0, |(_, head)| head.0)));
         let (log, last) = match owned {
             Some((log, head)) => (Some(log), head),
             None => (None, (0, GENESIS.to_string())),
         };
+        let index = Arc::new(Index::new(last.0));
         let stats = Arc::new(Mutex::new(CommitStats::default()));
         let state = Arc::new(Mutex::new(Writer {
             path: path.to_path_buf(),
@@ -403,15 +403,12 @@ impl Journal {
             writer.write(vec![pending]);
             return Ok(answer);
         }
-        let gone = || JournalError::WriterGone {
-            path: self.path.display().to_string(),
-        };
         let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let sender = writer.as_ref().ok_or_else(gone)?;
+        let sender = writer.as_ref().ok_or_else(|| self.gone())?;
         self.queued.fetch_add(1, Ordering::AcqRel);
         if sender.send(pending).is_err() {
             self.queued.fetch_sub(1, Ordering::AcqRel);
-            return Err(gone());
+            return Err(self.gone());
         }
         Ok(answer)
     }
@@ -847,27 +844,25 @@ impl Log {
 
     /// Empty what the database holds (entries to `indexed`), and write the other file once
     /// this one is long.
-    fn tidy(&mut self, indexed: i64) -> Result<(), JournalError> {
+    fn tidy(&mut self, indexed: i64) {
         for at in 0..2 {
             let s = &self.segments[at];
             if s.len > 0 && indexed >= s.last && (at != self.active || s.len >= LOG_RESET_BYTES) {
-                self.reset(at)?;
+                self.reset(at);
             }
         }
         let other = 1 - self.active;
         if self.segments[self.active].len >= LOG_RESET_BYTES && self.segments[other].len == 0 {
             self.active = other;
         }
-        Ok(())
     }
 
     /// Start file `at` again from its start, on a new lap (everything in it is in the
     /// database).
-    fn reset(&mut self, at: usize) -> Result<(), JournalError> {
+    fn reset(&mut self, at: usize) {
         let s = &mut self.segments[at];
         s.lap = s.lap.wrapping_add(1);
         s.len = 0;
-        Ok(())
     }
 
     /// Mark both files empty (everything in them is in the database): their first frames are
@@ -878,7 +873,7 @@ impl Log {
                 .file
                 .write_all_at(&[0u8; FRAME_HEADER], 0)
                 .map_err(|e| self.error(format!("cannot be emptied: {e}")))?;
-            self.reset(at)?;
+            self.reset(at);
         }
         Ok(())
     }
@@ -1017,8 +1012,7 @@ impl Index {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Hand the indexer `rows`, just written to the log, and start over from `head` when the
-    /// log has just been taken.
+    /// Hand the indexer `rows`, just written to the log.
     fn push(&self, rows: Vec<Indexed>) {
         let mut q = self.lock();
         let was_empty = q.rows.is_empty();
@@ -1167,41 +1161,29 @@ impl Writer {
         }
     }
 
-    /// The log, taken (with what it holds indexed) if another process had it before.
-    fn log(&mut self) -> Result<&mut Log, JournalError> {
-        if self.log.is_none() {
-            // Whatever this journal wrote before is in the database first.
-            self.index.caught_up(&self.path)?;
-            let (log, head) = Log::take(&self.path, self.durability, LOCK_WAIT)?;
-            self.index.start_at(head.0);
-            self.last = head;
-            self.log = Some(log);
-        }
-        let log = self.log.as_mut().ok_or_else(|| JournalError::Log {
-            path: self.path.display().to_string(),
-            message: "is not open".into(),
-        })?;
-        // Keep the log short: empty what the database holds, and where the indexer has fallen
-        // far behind, wait for it before writing more.
-        if log.len() >= LOG_LIMIT_BYTES {
-            self.index.caught_up(&self.path)?;
-        }
-        log.tidy(self.index.indexed())?;
-        Ok(log)
-    }
-
     /// Sign `batch`, write it to the log after the chain's head as one write, and answer each.
     fn write(&mut self, mut batch: Vec<Pending>) {
-        if let Err(e) = self.log() {
-            tracing::error!(error = %e, records = batch.len(), "journal: the log cannot be written");
-            for p in batch {
-                let _ = p.reply.send(Err(e.clone()));
+        let Writer {
+            path,
+            durability,
+            log,
+            last,
+            stats,
+            index,
+        } = self;
+        let log = match ready(log, last, index, path, *durability) {
+            Ok(log) => log,
+            Err(e) => {
+                tracing::error!(error = %e, records = batch.len(), "journal: the log cannot be written");
+                for p in batch {
+                    let _ = p.reply.send(Err(e.clone()));
+                }
+                return;
             }
-            return;
-        }
+        };
         sign(&mut batch);
-        let lap = self.log.as_ref().map_or(0, Log::lap);
-        let (mut seq, mut prev) = self.last.clone();
+        let lap = log.lap();
+        let (mut seq, mut prev) = last.clone();
         let mut bytes = Vec::with_capacity(
             batch
                 .iter()
@@ -1232,20 +1214,14 @@ impl Writer {
                 hash,
             });
         }
-        let written = match self.log.as_mut() {
-            Some(log) => log.append(&bytes, seq),
-            None => Err(JournalError::WriterGone {
-                path: self.path.display().to_string(),
-            }),
-        };
-        match written {
+        match log.append(&bytes, seq) {
             Ok(()) => {
-                self.last = (seq, prev);
-                if let Ok(mut s) = self.stats.lock() {
+                *last = (seq, prev);
+                if let Ok(mut s) = stats.lock() {
                     s.records += rows.len() as u64;
                     s.commits += 1;
                 }
-                self.index.push(rows);
+                index.push(rows);
                 for (reply, committed) in answers {
                     let _ = reply.send(Ok(committed));
                 }
@@ -1258,6 +1234,35 @@ impl Writer {
             }
         }
     }
+}
+
+/// The writer's log, ready for a write: taken (with what it holds indexed, and the chain's head
+/// read again into `last`) where another process had it, and kept short: what the database holds
+/// is emptied, and where the indexer has fallen far behind, the writer waits for it.
+fn ready<'a>(
+    log: &'a mut Option<Log>,
+    last: &mut (i64, String),
+    index: &Index,
+    path: &Path,
+    durability: Durability,
+) -> Result<&'a mut Log, JournalError> {
+    // Taken out and put back: one arm returns the held log, the other fills the empty slot.
+    let log = match log.take() {
+        Some(held) => log.insert(held),
+        None => {
+            // Whatever this journal wrote before is in the database first.
+            index.caught_up(path)?;
+            let (taken, head) = Log::take(path, durability, LOCK_WAIT)?;
+            index.start_at(head.0);
+            *last = head;
+            log.insert(taken)
+        }
+    };
+    if log.len() >= LOG_LIMIT_BYTES {
+        index.caught_up(path)?;
+    }
+    log.tidy(index.indexed());
+    Ok(log)
 }
 
 /// The chain's head as stored: the last entry's sequence number and hash.
