@@ -355,6 +355,62 @@ async fn kill_9_under_load_loses_no_acknowledged_record() {
     assert!(v.entries as usize >= acknowledged.len());
 }
 
+/// A `vak call` on the state directory of an idle `vak serve` is journaled in the server's
+/// chain (the server lets go of the journal's log when idle), and the server takes the log back
+/// at its next call: one chain of three entries, which verifies.
+#[tokio::test(flavor = "multi_thread")]
+async fn vak_call_beside_an_idle_serve_is_journaled() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = spawn_serve(dir.path());
+    let mut c = client_of(&mut child);
+    c.initialize("2025-11-25").await;
+    let r = c
+        .request("tools/call", call("stats", json!({ "values": [1, 2] })))
+        .await;
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    // Idle for longer than the server holds the log without a write.
+    tokio::time::sleep(vak_host::journal::IDLE_RELEASE * 3).await;
+    let vak = |args: &[&str]| {
+        std::process::Command::new(vak_tests::vak_binary())
+            .arg("--tools")
+            .arg(dir.path().join("tools"))
+            .arg("--policy")
+            .arg(dir.path().join("policy.toml"))
+            .arg("--cache-dir")
+            .arg(dir.path().join("cache"))
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .args(args)
+            .output()
+            .expect("run vak")
+    };
+    let started = Instant::now();
+    let out = vak(&["call", "stats", r#"{"values":[3,4]}"#]);
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{printed}");
+    assert!(!printed.contains("NOT JOURNALED"), "{printed}");
+    assert!(
+        started.elapsed() < vak_host::journal::LOCK_WAIT,
+        "vak call waited for the whole LOCK_WAIT: {printed}"
+    );
+    let r = c
+        .request("tools/call", call("stats", json!({ "values": [5] })))
+        .await;
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    child.kill().await.ok();
+    let j = vak_host::journal::Journal::open(
+        &dir.path().join("state/journal.sqlite"),
+        vak_host::journal::Durability::Committed,
+    )
+    .expect("journal");
+    let v = j.verify(None).expect("verify");
+    assert_eq!((v.entries, v.first_bad), (3, None));
+}
+
 /// `vak serve --http 127.0.0.1:0` with `stats`, and the address it listens on.
 async fn http_server(dir: &std::path::Path) -> (tokio::process::Child, std::net::SocketAddr) {
     let cmd = serve_command(
