@@ -57,11 +57,11 @@ pub const INDEX_DELAY: Duration = Duration::from_millis(10);
 /// How long an append waits for another process to let go of the journal's log.
 pub const LOCK_WAIT: Duration = Duration::from_secs(5);
 
-/// How long a writer holds the log with nothing written before it lets go of it (the writer
-/// thread looks this often, so it lets go between one and two of these after its last write;
-/// a process holding the log only for a short call is not waited for long). Taking it
-/// again reads both files of the log (2.5 MiB) and the database's head: about a millisecond,
-/// paid only by the first write after a pause this long.
+/// How often the writer thread looks whether the log was written since its last look; when it
+/// was not, the writer lets go of it, so between one and two of these after its last write (a
+/// process holding the log only for a short call is not waited for long). Taking it again reads
+/// both files of the log (2.5 MiB) and the database's head: about a millisecond, paid only by
+/// the first write after a pause this long.
 pub const IDLE_RELEASE: Duration = Duration::from_secs(1);
 
 /// The log's size beyond which it is emptied, once everything in it is indexed.
@@ -358,7 +358,6 @@ impl Journal {
             durability,
             log,
             last,
-            wrote: Instant::now(),
             stats: stats.clone(),
             index: index.clone(),
         }));
@@ -622,15 +621,10 @@ impl Drop for Journal {
         {
             let _ = t.join();
         }
-        let mut writer = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if self.index.is_caught_up()
-            && let Some(log) = writer.log.as_mut()
-            && let Err(e) = log.clear()
-        {
-            tracing::warn!(error = %e, journal = %self.path.display(), "the journal's log was not emptied (it is indexed again at the next opening)");
-        }
-        // Dropping the log lets another process take it.
-        writer.log.take();
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .let_go();
     }
 }
 
@@ -1159,24 +1153,27 @@ struct Writer {
     log: Option<Log>,
     /// The last entry's sequence number and hash (meaningful while `log` is owned).
     last: (i64, String),
-    /// When the log was last written (or taken).
-    wrote: Instant,
     stats: Arc<Mutex<CommitStats>>,
     index: Arc<Index>,
 }
 
 impl Writer {
     /// The writer thread: write what callers hand over, as many at once as are waiting, and
-    /// let go of the log after [`IDLE_RELEASE`] without a write.
+    /// let go of the log when a look every [`IDLE_RELEASE`] finds it not written since the last
+    /// (callers write inline too, so the thread's own idleness does not tell; the commits
+    /// counted do, at no cost to a write).
     fn run(state: &Mutex<Writer>, rx: &mpsc::Receiver<Pending>, queued: &AtomicUsize) {
+        let mut seen = None;
         loop {
             let first = match rx.recv_timeout(IDLE_RELEASE) {
                 Ok(first) => first,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    state
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .release_if_idle();
+                    let mut writer = state.lock().unwrap_or_else(|p| p.into_inner());
+                    let commits = writer.commits();
+                    if seen == Some(commits) && writer.index.is_caught_up() {
+                        writer.let_go();
+                    }
+                    seen = Some(commits);
                     continue;
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -1196,32 +1193,33 @@ impl Writer {
         }
     }
 
-    /// Let go of the log if nothing was written to it for [`IDLE_RELEASE`] (callers write
-    /// inline too, so the thread's own idleness does not tell) and the database holds all of it;
-    /// its files are marked empty first, so that whoever takes it next reads nothing again.
-    fn release_if_idle(&mut self) {
-        if self.wrote.elapsed() < IDLE_RELEASE || !self.index.is_caught_up() {
-            return;
-        }
+    /// Batches written so far.
+    fn commits(&self) -> u64 {
+        self.stats.lock().unwrap_or_else(|p| p.into_inner()).commits
+    }
+
+    /// Let another process take the log (its next write here takes it back). Where the database
+    /// holds everything in it, its files are marked empty first, so that the next taker reads
+    /// nothing again; else the next taker indexes what it holds.
+    fn let_go(&mut self) {
         let Some(mut log) = self.log.take() else {
             return;
         };
-        if let Err(e) = log.clear() {
-            // Still correct: the next taker skips what the database already holds.
-            tracing::warn!(error = %e, journal = %self.path.display(), "the journal's log was not emptied before it was let go");
+        if self.index.is_caught_up()
+            && let Err(e) = log.clear()
+        {
+            tracing::warn!(error = %e, journal = %self.path.display(), "the journal's log was not emptied (its next taker indexes it again)");
         }
-        tracing::debug!(journal = %self.path.display(), "idle: the journal's log is let go until the next write");
+        tracing::debug!(journal = %self.path.display(), "the journal's log is let go");
     }
 
     /// Sign `batch`, write it to the log after the chain's head as one write, and answer each.
     fn write(&mut self, mut batch: Vec<Pending>) {
-        self.wrote = Instant::now();
         let Writer {
             path,
             durability,
             log,
             last,
-            wrote: _,
             stats,
             index,
         } = self;
@@ -1271,7 +1269,8 @@ impl Writer {
         match log.append(&bytes, seq) {
             Ok(()) => {
                 *last = (seq, prev);
-                if let Ok(mut s) = stats.lock() {
+                {
+                    let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
                     s.records += rows.len() as u64;
                     s.commits += 1;
                 }
@@ -1523,6 +1522,15 @@ mod tests {
         );
     }
 
+    /// A journal opened at `path` with records 1 to 3 appended.
+    fn with_three(path: &Path) -> Journal {
+        let j = Journal::open(path, Durability::Committed).unwrap();
+        for n in 1..=3 {
+            j.append(&record(n)).unwrap();
+        }
+        j
+    }
+
     /// A record whose JSON text is `text`, as the log holds it.
     fn text(n: u32) -> String {
         serde_json::to_string(&record(n)).unwrap()
@@ -1535,10 +1543,7 @@ mod tests {
     fn the_next_opening_indexes_what_the_log_holds() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j.sqlite");
-        let j = Journal::open(&path, Durability::Committed).unwrap();
-        for n in 1..=3 {
-            j.append(&record(n)).unwrap();
-        }
+        let j = with_three(&path);
         drop(j);
         let [log, other] = log_paths(&path);
         for file in [&log, &other] {
@@ -1617,10 +1622,7 @@ mod tests {
     fn a_second_journal_reads_then_takes_over() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j.sqlite");
-        let first = Journal::open(&path, Durability::Committed).unwrap();
-        for n in 1..=3 {
-            first.append(&record(n)).unwrap();
-        }
+        let first = with_three(&path);
         first.verify(None).unwrap(); // waits for the indexer
         let second = Journal::open(&path, Durability::Committed).unwrap();
         assert_eq!(second.verify(None).unwrap().entries, 3);
@@ -1646,10 +1648,7 @@ mod tests {
     fn an_idle_writer_lets_go_of_the_log() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j.sqlite");
-        let first = Journal::open(&path, Durability::Committed).unwrap();
-        for n in 1..=3 {
-            first.append(&record(n)).unwrap();
-        }
+        let first = with_three(&path);
         // Opened while the first holds the log: reading only, until it appends.
         let second = Journal::open(&path, Durability::Committed).unwrap();
         std::thread::sleep(IDLE_RELEASE * 2);

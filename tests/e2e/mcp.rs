@@ -370,22 +370,11 @@ async fn vak_call_beside_an_idle_serve_is_journaled() {
     assert_eq!(r["result"]["isError"], false, "{r}");
     // Idle for longer than the server holds the log without a write.
     tokio::time::sleep(vak_host::journal::IDLE_RELEASE * 3).await;
-    let vak = |args: &[&str]| {
-        std::process::Command::new(vak_tests::vak_binary())
-            .arg("--tools")
-            .arg(dir.path().join("tools"))
-            .arg("--policy")
-            .arg(dir.path().join("policy.toml"))
-            .arg("--cache-dir")
-            .arg(dir.path().join("cache"))
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .args(args)
-            .output()
-            .expect("run vak")
-    };
     let started = Instant::now();
-    let out = vak(&["call", "stats", r#"{"values":[3,4]}"#]);
+    let out = vak_tests::vak_in(dir.path())
+        .args(["call", "stats", r#"{"values":[3,4]}"#])
+        .output()
+        .expect("run vak");
     let printed = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

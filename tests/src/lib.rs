@@ -190,6 +190,21 @@ pub fn vak_binary() -> std::path::PathBuf {
     bin
 }
 
+/// `vak` over the tools, policy, cache and state a [`serve_command`] in `dir` wrote and uses:
+/// another process on the same files as that server.
+pub fn vak_in(dir: &std::path::Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(vak_binary());
+    cmd.arg("--tools")
+        .arg(dir.join("tools"))
+        .arg("--policy")
+        .arg(dir.join("policy.toml"))
+        .arg("--cache-dir")
+        .arg(dir.join("cache"))
+        .arg("--state-dir")
+        .arg(dir.join("state"));
+    cmd
+}
+
 /// `vak serve ARGS` over `tools` (file name → component) under `policy`, with its cache and
 /// state in `dir`; stdin and stdout piped, stderr as `stderr`.
 pub fn serve_command(
@@ -205,16 +220,8 @@ pub fn serve_command(
         std::fs::write(folder.join(format!("{name}.wasm")), bytes).expect("write a tool");
     }
     std::fs::write(dir.join("policy.toml"), policy).expect("write the policy");
-    let mut cmd = tokio::process::Command::new(vak_binary());
-    cmd.arg("--tools")
-        .arg(&folder)
-        .arg("--policy")
-        .arg(dir.join("policy.toml"))
-        .arg("--cache-dir")
-        .arg(dir.join("cache"))
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .arg("serve")
+    let mut cmd = tokio::process::Command::from(vak_in(dir));
+    cmd.arg("serve")
         .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
