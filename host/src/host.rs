@@ -611,6 +611,7 @@ impl Host {
             proposal.provider.clone(),
             &proposal.arguments,
         );
+        record.provider_call_id = proposal.provider_call_id.clone();
         record.session_id = session.id.clone();
         record.principal = session.principal.clone();
         let cap = child.map(|(parent, cap)| {

@@ -239,20 +239,74 @@ fn text_card(id: &str, outcome: &Outcome, payload: &serde_json::Value) -> String
     s
 }
 
-/// `text` for a terminal: every control character except newline and tab, and every Unicode
-/// bidirectional override or isolate, shown as a visible `\u{..}` escape. A tool then cannot
-/// move the cursor, recolour or clear the screen, or reorder what a reader sees.
+/// `text` for a terminal: every character that could act on the terminal or hide or reorder what
+/// a reader sees is shown as a visible `\u{..}` escape instead (see [`hidden_or_acting`]);
+/// newline and tab are kept. A tool, a model or a provider document then cannot move the cursor,
+/// recolour or clear the screen, forge a line, or reorder or hide text. Every human-facing output
+/// of vak goes through this function.
 pub fn neutralise(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
+    if !text.chars().any(hidden_or_acting) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if (c == '\n' || c == '\t' || !c.is_control()) && !bidi {
-            out.push(c);
-        } else {
+        if hidden_or_acting(c) {
             let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
         }
     }
     out
+}
+
+/// `text` for one field of a line ([`neutralise`], and newline and tab escaped too): a value
+/// printed inside a line (an id, a tool name, a reason) cannot end it and forge the next.
+pub fn neutralise_line(text: &str) -> String {
+    let mut out = neutralise(text);
+    if out.contains(['\n', '\t']) {
+        out = out.replace('\n', "\\u{a}").replace('\t', "\\u{9}");
+    }
+    out
+}
+
+/// Whether `c` is shown escaped by [`neutralise`]: every control character but newline and tab
+/// (C0, DEL, and C1, which holds the 8-bit CSI U+009B), the line and paragraph separators, and
+/// every format character of Unicode's category Cf (the bidirectional marks, embeddings,
+/// overrides and isolates, U+061C, zero-width spaces, the invisible operators, the byte order
+/// mark, the tag characters that can carry hidden text), but the zero-width joiner and
+/// non-joiner, which only join what is around them (emoji, Indic scripts).
+pub fn hidden_or_acting(c: char) -> bool {
+    if c == '\n' || c == '\t' {
+        return false;
+    }
+    if c.is_control() {
+        return true;
+    }
+    matches!(
+        c as u32,
+        0x00ad
+            | 0x0600..=0x0605
+            | 0x061c
+            | 0x06dd
+            | 0x070f
+            | 0x0890..=0x0891
+            | 0x08e2
+            | 0x180e
+            | 0x200b
+            | 0x200e..=0x200f
+            | 0x2028..=0x202e
+            | 0x2060..=0x2064
+            | 0x2066..=0x206f
+            | 0xfeff
+            | 0xfff9..=0xfffb
+            | 0x110bd
+            | 0x110cd
+            | 0x13430..=0x1343f
+            | 0x1bca0..=0x1bca3
+            | 0x1d173..=0x1d17a
+            | 0xe0001
+            | 0xe0020..=0xe007f
+    )
 }
 
 /// `text` with HTML's special characters escaped.
@@ -265,6 +319,10 @@ pub fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            // A character reference would still act (reorder, hide): shown as its escape.
+            c if hidden_or_acting(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
             c => out.push(c),
         }
     }

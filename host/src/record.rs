@@ -160,7 +160,13 @@ pub struct ToolErrorRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallRecord {
     pub record_version: u32,
+    /// vak's own id of the call, unique: the key of the record, its receipts and its journal
+    /// entry.
     pub call_id: String,
+    /// The provider's id of the tool call as the model sent it (`call_abc`, `toolu_…`), where
+    /// there was one: what to answer the provider with. A model chooses it: it may repeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_call_id: Option<String>,
     pub tool: String,
     /// Where the proposal came from (`cli`, `api`, a provider name).
     pub provider: String,
@@ -227,6 +233,7 @@ impl CallRecord {
         CallRecord {
             record_version: RECORD_VERSION,
             call_id,
+            provider_call_id: None,
             tool,
             provider,
             session_id: String::new(),

@@ -164,9 +164,17 @@ fn a_provider_proposal_runs_every_call() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| r["call_id"].as_str().unwrap())
+        .map(|r| r["provider_call_id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["toolu_1", "toolu_2"]);
+    assert_eq!(ids, ["toolu_1", "toolu_2"], "the provider's ids, kept in order");
+    // The record's own id is vak's, unique even when a model repeats its ids.
+    assert!(
+        records
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["call_id"].as_str().unwrap().starts_with("call_"))
+    );
     assert!(
         records
             .as_array()

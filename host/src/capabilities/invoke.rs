@@ -91,6 +91,7 @@ impl Host for Broker {
         let n = link.records.lock().map(|r| r.len()).unwrap_or(0) + 1;
         let proposal = Proposal {
             call_id: format!("{}.child{n}", self.call_id),
+            provider_call_id: None,
             tool,
             arguments,
             provider: "invoke".into(),

@@ -31,7 +31,7 @@ pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
         Err(e) => return super::usage_error(e),
     };
     let cache = host.runtime().cache();
-    println!(
+    say!(
         "vak demo: {} bundled tools admitted in {} ms ({} compiled, {} from the AOT cache)\n",
         host.tools().count(),
         started.elapsed().as_millis(),
@@ -61,13 +61,13 @@ pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
         ),
     ];
     for (title, tool, args, expect) in calls {
-        println!("{title}\n$ vak call {tool} '{args}'");
+        say!("{title}\n$ vak call {tool} '{args}'");
         let record = host
             .call(Proposal::new(tool, args).from_provider("demo"))
             .await;
-        print!("{}", render::record_for_terminal(&record));
+        say_raw!("{}", render::record_for_terminal(&record));
         if let Some(receipt) = record.receipts.first() {
-            println!(
+            say!(
                 "   receipt {}: {} {} → {}",
                 receipt.id,
                 receipt.capability.name(),
@@ -75,11 +75,11 @@ pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
                 receipt.outcome
             );
         }
-        println!();
+        say!();
         ok &= record.status == expect;
     }
 
-    println!("4. A limit being hit: `stats` under a policy that caps it at 200,000 fuel");
+    say!("4. A limit being hit: `stats` under a policy that caps it at 200,000 fuel");
     let tight = match Policy::parse(TIGHT_POLICY, "demo (stats capped at 200,000 fuel)") {
         Ok(p) => p,
         Err(e) => return super::usage_error(e),
@@ -102,11 +102,11 @@ pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
         .map(|i| ((i * 7919) % 10_007).to_string())
         .collect();
     let args = format!("{{\"values\":[{}]}}", values.join(","));
-    println!("$ vak --policy tight.toml call stats '{{\"values\":[… 20,000 numbers …]}}'");
+    say!("$ vak --policy tight.toml call stats '{{\"values\":[… 20,000 numbers …]}}'");
     let record = host
         .call(Proposal::new("stats", args).from_provider("demo"))
         .await;
-    print!("{}", render::record_for_terminal(&record));
+    say_raw!("{}", render::record_for_terminal(&record));
     ok &= record
         .error
         .as_ref()
@@ -114,19 +114,19 @@ pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
     let small = host
         .call(Proposal::new("stats", r#"{"values":[3,1,2],"unit":"ms"}"#).from_provider("demo"))
         .await;
-    println!(
+    say!(
         "\nThe same host serves the next call:\n$ vak call stats '{{\"values\":[3,1,2],\"unit\":\"ms\"}}'"
     );
-    print!("{}", render::record_for_terminal(&small));
+    say_raw!("{}", render::record_for_terminal(&small));
     ok &= small.status == Status::Completed;
 
-    println!(
+    say!(
         "\n`vak call TOOL ARGS --json` prints the complete call record; `vak inspect clock` shows what a tool imports."
     );
     if ok {
         ExitCode::SUCCESS
     } else {
-        eprintln!("vak demo: a call did not end as expected (see above)");
+        say_err!("vak demo: a call did not end as expected (see above)");
         ExitCode::from(1)
     }
 }

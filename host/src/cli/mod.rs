@@ -1,6 +1,23 @@
 //! The `vak` command line. Exit status: 0 completed, 1 tool error or failure in the sandbox,
 //! 2 refused before dispatch, 3 bad usage of the command itself.
 
+/// `println!` for a person: the line goes out neutralised ([`render::say`]), whatever data it
+/// holds. Every line vak prints for a person is written with these (JSON with [`render::json`]).
+macro_rules! say {
+    () => { $crate::cli::render::say("\n") };
+    ($($arg:tt)*) => { $crate::cli::render::say(&format!("{}\n", format_args!($($arg)*))) };
+}
+
+/// `print!` for a person, neutralised.
+macro_rules! say_raw {
+    ($($arg:tt)*) => { $crate::cli::render::say(&format!($($arg)*)) };
+}
+
+/// `eprintln!` for a person, neutralised.
+macro_rules! say_err {
+    ($($arg:tt)*) => { $crate::cli::render::say_err(&format!("{}\n", format_args!($($arg)*))) };
+}
+
 mod authoring;
 mod demo;
 mod render;
@@ -173,17 +190,18 @@ enum Command {
         /// Only this tool.
         #[arg(long)]
         tool: Option<String>,
-        /// Only this status (completed, tool_error, refused, failed).
-        #[arg(long)]
+        /// Only this status.
+        #[arg(long, value_parser = ["completed", "tool_error", "refused", "failed"])]
         status: Option<String>,
         /// Only calls that ended at this stage.
-        #[arg(long)]
+        #[arg(long, value_parser = ["proposal", "schema", "permission", "budget", "dispatch", "result", "outcome", "projection"])]
         stage: Option<String>,
         /// Only calls made on behalf of this principal.
         #[arg(long = "for-principal")]
         for_principal: Option<String>,
-        /// Only calls received at or after this RFC 3339 time.
-        #[arg(long)]
+        /// Only calls received at or after this time: RFC 3339 (2026-12-06T10:00:00Z, or with
+        /// an offset) or a duration back from now (90s, 30m, 2h, 7d, 2w).
+        #[arg(long, value_parser = parse_since, value_name = "TIME|DURATION")]
         since: Option<String>,
         /// At most this many.
         #[arg(long, default_value_t = 50)]
@@ -326,13 +344,16 @@ pub fn main() -> ExitCode {
         }
     };
     init_tracing(cli.verbose);
+    if !matches!(cli.command, Command::Serve { .. }) {
+        die_quietly_on_closed_pipe();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("vak: cannot start the async runtime: {e}");
+            say_err!("vak: cannot start the async runtime: {}", render::neutralise_line(&e.to_string()));
             return ExitCode::from(1);
         }
     };
@@ -340,6 +361,8 @@ pub fn main() -> ExitCode {
 }
 
 fn init_tracing(verbose: u8) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::field::MakeExt;
     let default = match verbose {
         0 => "warn",
         1 => "info",
@@ -347,18 +370,80 @@ fn init_tracing(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colour only for a person at a terminal who did not ask for none (https://no-color.org).
+    let colour = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    // A field's value may hold what a guest, a model or a client wrote (a tool name, an error
+    // message): neutralised like every other line for a person.
+    let fields = tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
+        let text = render::neutralise_line(&format!("{value:?}"));
+        if field.name() == "message" {
+            write!(w, "{text}")
+        } else {
+            write!(w, "{field}={text}")
+        }
+    })
+    .delimited(" ");
     // Logs go to stderr: stdout carries only results and records. A log line that cannot be
     // written (stderr closed) is dropped: the fallback `eprintln!` would panic the task that
     // logged (a `vak serve` connection, say).
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
+        .fmt_fields(fields)
         .log_internal_errors(false)
         .try_init();
 }
 
+/// A command whose reader went away (`vak audit show ID | head`) ends as other Unix tools do,
+/// killed by `SIGPIPE`, instead of panicking in `println!` on `EPIPE` (Rust ignores the signal
+/// by default). Not for `vak serve`, whose stdio peer closing is an ordinary end of a session
+/// that it handles itself.
+fn die_quietly_on_closed_pipe() {
+    // SAFETY: `signal` only sets this process's disposition of SIGPIPE to the default, which
+    // needs no handler code to be sound. It runs before the tokio runtime or any other thread
+    // is started (`main` calls it right after parsing the command line), so no other thread
+    // reads or changes signal dispositions at the same time.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// `--since`: an RFC 3339 time or a duration back from now, as the journal compares it: UTC with
+/// nine digits of fraction, so that the text order of the journal's `received_at` (jiff's UTC
+/// form, with as many digits as it needs) is the order of time at the same second too.
+fn parse_since(text: &str) -> Result<String, String> {
+    let at = match text.parse::<jiff::Timestamp>() {
+        Ok(at) => at,
+        Err(_) => {
+            let (digits, unit) = text.split_at(text.len() - text.chars().last().map_or(0, char::len_utf8));
+            let seconds = match unit {
+                "s" => 1,
+                "m" => 60,
+                "h" => 3_600,
+                "d" => 86_400,
+                "w" => 604_800,
+                _ => 0,
+            };
+            let n = digits.parse::<i64>().ok().filter(|n| *n >= 0 && seconds > 0);
+            let Some(back) = n.and_then(|n| n.checked_mul(seconds)) else {
+                return Err(format!(
+                    "`{}` is neither an RFC 3339 time (2026-12-06T10:00:00Z, 2026-12-06T11:00:00+01:00) nor a duration (90s, 30m, 2h, 7d, 2w)",
+                    render::neutralise(text)
+                ));
+            };
+            jiff::Timestamp::now()
+                .checked_sub(jiff::SignedDuration::from_secs(back))
+                .map_err(|_| format!("`{text}` reaches back beyond the earliest time"))?
+        }
+    };
+    Ok(at.strftime("%Y-%m-%dT%H:%M:%S.%9fZ").to_string())
+}
+
+/// Print `message` as one line (whatever it quotes) and exit as bad usage.
 fn usage_error(message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("vak: {message}");
+    say_err!("vak: {}", render::neutralise_line(&message.to_string()));
     ExitCode::from(EXIT_USAGE)
 }
 
@@ -376,15 +461,15 @@ fn secret(command: &SecretCommand, policy: &Policy) -> ExitCode {
         }
         SecretCommand::Set { name } => {
             if std::io::stdin().is_terminal() {
-                eprintln!("value of {name} (then Enter and Ctrl-D; it is shown as you type):");
+                say_err!("value of {name} (then Enter and Ctrl-D; it is shown as you type):");
             }
             read_value(std::io::stdin().lock())
                 .and_then(|value| store.set(name, &value))
-                .map(|()| eprintln!("stored {name} in {}", store.path().display()))
+                .map(|()| say_err!("stored {name} in {}", store.path().display()))
         }
         SecretCommand::Rm { name } => store
             .remove(name)
-            .map(|()| eprintln!("removed {name} from {}", store.path().display())),
+            .map(|()| say_err!("removed {name} from {}", store.path().display())),
         SecretCommand::List { json } => store.names().map(|names| {
             // Which tool may use each secret, under which alias, sent only to which origins.
             let bindings = |name: &str| -> Vec<serde_json::Value> {
@@ -407,19 +492,19 @@ fn secret(command: &SecretCommand, policy: &Policy) -> ExitCode {
                     .iter()
                     .map(|n| serde_json::json!({ "name": n, "bindings": bindings(n) }))
                     .collect();
-                println!(
+                say!(
                     "{}",
                     serde_json::json!({ "file": store.path(), "policy": policy.origin, "secrets": list })
                 );
             } else {
-                println!("secrets in {} (values are never shown):", store.path().display());
+                say!("secrets in {} (values are never shown):", store.path().display());
                 for name in &names {
                     let found = bindings(name);
                     if found.is_empty() {
-                        println!("  {name}  (bound to no tool by policy {})", policy.origin);
+                        say!("  {name}  (bound to no tool by policy {})", policy.origin);
                     }
                     for b in found {
-                        println!(
+                        say!(
                             "  {name}  -> tool {} as {}, sent only to {}",
                             b["tool"].as_str().unwrap_or(""),
                             b["alias"].as_str().unwrap_or(""),
@@ -493,12 +578,12 @@ pub(crate) async fn build_host(
 /// What `vak inspect` and `vak build` print about a component.
 fn print_examination(exam: &vak_host::Examination, policy: &Policy, json: bool) {
     if json {
-        println!(
+        say!(
             "{}",
-            serde_json::to_string_pretty(exam).unwrap_or_else(|e| e.to_string())
+            render::json(exam)
         );
     } else {
-        print!("{}", render::examination(exam, policy));
+        say_raw!("{}", render::examination(exam, policy));
     }
 }
 
@@ -543,7 +628,7 @@ async fn build(
         (vak_host::Verdict::Admitted { .. }, Some(d)) => {
             if !json {
                 let folder = wasm.parent().unwrap_or(std::path::Path::new("."));
-                eprintln!(
+                say_err!(
                     "\ncall it:  vak --tools {} --policy {} call {} '{{...}}'",
                     folder.display(),
                     own_policy.display(),
@@ -574,8 +659,8 @@ async fn run(cli: Cli) -> ExitCode {
         } => {
             return match authoring::new_project(name, *lang, dir.as_deref(), sdk.as_deref()) {
                 Ok(made) => {
-                    println!("made {}: a {} tool project", made.display(), lang.title());
-                    println!("next:  cd {} && vak build", made.display());
+                    say!("made {}: a {} tool project", made.display(), lang.title());
+                    say!("next:  cd {} && vak build", made.display());
                     ExitCode::SUCCESS
                 }
                 Err(e) => usage_error(e),
@@ -591,7 +676,7 @@ async fn run(cli: Cli) -> ExitCode {
         } => {
             return match Policy::load(file) {
                 Ok(p) => {
-                    print!("{}", render::policy(&p));
+                    say_raw!("{}", render::policy(&p));
                     ExitCode::SUCCESS
                 }
                 Err(e) => usage_error(e),
@@ -686,11 +771,11 @@ async fn run(cli: Cli) -> ExitCode {
             };
             return match store.revocations().revoke(revocation, reason).await {
                 Ok(entry) => {
-                    println!("revoked {} at {}", entry.revocation, entry.at);
+                    say!("revoked {} at {}", entry.revocation, entry.at);
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
-                    eprintln!("vak: {e}");
+                    say_err!("vak: {}", render::neutralise_line(&e.to_string()));
                     ExitCode::from(1)
                 }
             };
@@ -698,15 +783,15 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Revocations { json } => {
             let list = store.revocations().list();
             if *json {
-                println!(
+                say!(
                     "{}",
-                    serde_json::to_string_pretty(&list).unwrap_or_default()
+                    render::json(&list)
                 );
             } else if list.is_empty() {
-                println!("no revocations in force");
+                say!("no revocations in force");
             } else {
                 for e in list {
-                    println!(
+                    say!(
                         "{}  {}  ({})",
                         e.at,
                         e.revocation,
@@ -793,24 +878,24 @@ async fn run(cli: Cli) -> ExitCode {
                 records.push(session.call(p).await);
             }
             if json && from_document {
-                println!(
+                say!(
                     "{}",
-                    serde_json::to_string_pretty(&records).unwrap_or_default()
+                    render::json(&records)
                 );
             } else if json {
                 for r in &records {
-                    println!("{}", r.to_json_pretty());
+                    say!("{}", render::json(r));
                 }
             } else if render == "html" {
                 for r in &records {
                     match r.projection["rendered"].as_str() {
-                        Some(page) => print!("{page}"),
-                        None => print!("{}", render::record_for_terminal(r)),
+                        Some(page) => say_raw!("{page}"),
+                        None => say_raw!("{}", render::record_for_terminal(r)),
                     }
                 }
             } else {
                 for r in &records {
-                    print!("{}", render::record_for_terminal(r));
+                    say_raw!("{}", render::record_for_terminal(r));
                 }
             }
             exit_for_all(&records)
@@ -868,9 +953,9 @@ async fn run(cli: Cli) -> ExitCode {
                     .map(|e| serde_json::json!({ "source": e.source, "verdict": e.verdict }))
                     .collect();
                 let doc = serde_json::json!({ "tools": tools, "refused": refused });
-                println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+                say!("{}", render::json(&doc));
             } else {
-                print!("{}", render::tools(&host));
+                say_raw!("{}", render::tools(&host));
             }
             ExitCode::SUCCESS
         }
@@ -884,17 +969,17 @@ async fn run(cli: Cli) -> ExitCode {
         {
             Ok(report) => {
                 if json {
-                    println!(
+                    say!(
                         "{}",
-                        serde_json::to_string_pretty(&report).unwrap_or_default()
+                        render::json(&report)
                     );
                 } else {
-                    print!("{}", render::bench(&report));
+                    say_raw!("{}", render::bench(&report));
                 }
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("vak bench: {e}");
+                say_err!("vak bench: {}", render::neutralise_line(&e.to_string()));
                 ExitCode::from(1)
             }
         },
@@ -946,7 +1031,7 @@ async fn serve(
                 Err(e) => Err(e),
                 Ok(bound) => {
                     // On stderr: stdout is not ours to write while serving.
-                    eprintln!(
+                    say_err!(
                         "vak: serving MCP at http://{}{}",
                         bound.local_addr(),
                         mcp::http::ENDPOINT
@@ -965,7 +1050,7 @@ async fn serve(
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("vak serve: {e}");
+            say_err!("vak serve: {}", render::neutralise_line(&e.to_string()));
             ExitCode::from(1)
         }
     }
@@ -1078,19 +1163,19 @@ async fn store_migrate(cli: &Cli) -> ExitCode {
     };
     match vak_host::store::postgres::migrate(&url).await {
         Ok(m) if m.applied.is_empty() => {
-            println!("the store is up to date (schema version {})", m.from);
+            say!("the store is up to date (schema version {})", m.from);
             ExitCode::SUCCESS
         }
         Ok(m) => {
             let last = m.applied.last().copied().unwrap_or(m.from);
-            println!(
+            say!(
                 "migrated the store from schema version {} to {last} (applied {:?})",
                 m.from, m.applied
             );
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("vak store migrate: {e}");
+            say_err!("vak store migrate: {}", render::neutralise_line(&e.to_string()));
             ExitCode::from(1)
         }
     }
@@ -1105,18 +1190,18 @@ async fn store_status(store: &vak_host::Store, json: bool) -> ExitCode {
     };
     match pg.status().await {
         Ok(status) if json => {
-            println!(
+            say!(
                 "{}",
-                serde_json::to_string_pretty(&status).unwrap_or_default()
+                render::json(&status)
             );
             ExitCode::SUCCESS
         }
         Ok(status) => {
-            print!("{}", render::store_status(&pg.describe(), &status));
+            say_raw!("{}", render::store_status(&pg.describe(), &status));
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("vak store status: {e}");
+            say_err!("vak store status: {}", render::neutralise_line(&e.to_string()));
             ExitCode::from(1)
         }
     }
@@ -1130,21 +1215,24 @@ async fn audit(
     match command {
         None => match store.list(filter).await {
             Ok(rows) => {
+                // Every field may hold what a model or a guest wrote, or what a journal row was
+                // made to say: none can end its line or act on the terminal.
+                use render::neutralise_line as field;
                 for r in rows {
                     let node = r
                         .node
                         .as_deref()
-                        .map(|n| format!("{}  ", render::neutralise(n)))
+                        .map(|n| format!("{}  ", field(n)))
                         .unwrap_or_default();
-                    println!(
+                    say!(
                         "#{:<6} {node}{}  {:<10} {:<10} {:<10} {}  {}",
                         r.seq,
-                        r.received_at,
-                        render::neutralise(&r.tool),
-                        r.status,
-                        r.stage,
-                        r.call_id,
-                        render::neutralise(r.principal.as_deref().unwrap_or("-"))
+                        field(&r.received_at),
+                        field(&r.tool),
+                        field(&r.status),
+                        field(&r.stage),
+                        field(&r.call_id),
+                        field(r.principal.as_deref().unwrap_or("-"))
                     );
                 }
                 ExitCode::SUCCESS
@@ -1154,9 +1242,9 @@ async fn audit(
         Some(AuditCommand::Show { call_id }) => match store.show(call_id).await {
             Ok(Some(text)) => {
                 let pretty = serde_json::from_str::<serde_json::Value>(&text)
-                    .and_then(|v| serde_json::to_string_pretty(&v))
+                    .map(|v| render::json(&v))
                     .unwrap_or(text);
-                println!("{pretty}");
+                say!("{pretty}");
                 ExitCode::SUCCESS
             }
             Ok(None) => usage_error(format!("no record of call `{call_id}` in the journal")),
@@ -1167,7 +1255,7 @@ async fn audit(
                 let chains = v.heads.len();
                 let verdict = match &v.first_bad {
                     None => {
-                        println!(
+                        say!(
                             "journal ok: {} entries in {chains} chain{}, chains and signatures verified",
                             v.entries,
                             if chains == 1 { "" } else { "s" }
@@ -1175,7 +1263,7 @@ async fn audit(
                         ExitCode::SUCCESS
                     }
                     Some((seq, why)) => {
-                        println!("journal BAD at entry #{seq}: {}", render::neutralise(why));
+                        say!("journal BAD at entry #{seq}: {}", render::neutralise_line(why));
                         ExitCode::from(1)
                     }
                 };
@@ -1183,9 +1271,9 @@ async fn audit(
                     let node = h
                         .node
                         .as_deref()
-                        .map(|n| format!("node {} ", render::neutralise(n)))
+                        .map(|n| format!("node {} ", render::neutralise_line(n)))
                         .unwrap_or_default();
-                    println!("  head: {node}#{} {}", h.seq, h.hash);
+                    say!("  head: {node}#{} {}", h.seq, h.hash);
                 }
                 verdict
             }
@@ -1223,15 +1311,23 @@ fn verify(file: &str, trusted: Option<&str>) -> ExitCode {
     let mut bad = 0;
     for r in &records {
         match vak_host::signing::verify(r, trusted) {
-            Ok(key) => println!("ok   {} signed by {key}", r.call_id),
+            Ok(key) => say!(
+                "ok   {} signed by {}",
+                render::neutralise_line(&r.call_id),
+                render::neutralise_line(&key)
+            ),
             Err(e) => {
                 bad += 1;
-                println!("BAD  {}: {e}", render::neutralise(&r.call_id));
+                say!(
+                    "BAD  {}: {}",
+                    render::neutralise_line(&r.call_id),
+                    render::neutralise_line(&e.to_string())
+                );
             }
         }
     }
     if trusted.is_none() && bad == 0 {
-        println!(
+        say!(
             "(the signatures match their embedded keys; pass --key to require this host's key)"
         );
     }
@@ -1246,7 +1342,7 @@ fn keygen(file: &std::path::Path) -> ExitCode {
     let key = match vak_host::signing::HostKey::generate() {
         Ok(k) => k,
         Err(e) => {
-            eprintln!("vak: {e}");
+            say_err!("vak: {}", render::neutralise_line(&e.to_string()));
             return ExitCode::from(1);
         }
     };
@@ -1264,7 +1360,7 @@ fn keygen(file: &std::path::Path) -> ExitCode {
     };
     match written {
         Ok(()) => {
-            println!("{}", key.public_hex());
+            say!("{}", key.public_hex());
             ExitCode::SUCCESS
         }
         Err(e) => usage_error(format!("cannot create {}: {e}", file.display())),
@@ -1292,14 +1388,14 @@ fn print_declarations(host: &Host, name: &str) -> ExitCode {
         // Exactly what `vak serve` answers to tools/list.
         return match vak_host::mcp::Catalog::of(host) {
             Ok(c) => {
-                println!(
+                say!(
                     "{}",
-                    serde_json::to_string_pretty(&c.to_json()).unwrap_or_default()
+                    render::json(&c.to_json())
                 );
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("vak: {e}");
+                say_err!("vak: {}", render::neutralise_line(&e.to_string()));
                 ExitCode::from(1)
             }
         };
@@ -1309,7 +1405,7 @@ fn print_declarations(host: &Host, name: &str) -> ExitCode {
         let d = &tool.descriptor;
         let (decl, notes) = declaration(provider, &d.name, &d.description, &d.input_schema);
         for n in notes {
-            eprintln!("{}: {n}", d.name);
+            say_err!("{}: {n}", d.name);
         }
         decls.push(decl);
     }
@@ -1317,14 +1413,14 @@ fn print_declarations(host: &Host, name: &str) -> ExitCode {
         Provider::Gemini => serde_json::json!([{ "functionDeclarations": decls }]),
         _ => serde_json::Value::Array(decls),
     };
-    println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+    say!("{}", render::json(&doc));
     ExitCode::SUCCESS
 }
 
 /// The exit status for several records: refused beats failed beats completed.
 fn exit_for_all(records: &[CallRecord]) -> ExitCode {
     if records.iter().any(|r| matches!(r.journaled, Some(Err(_)))) {
-        eprintln!("vak: a record could not be written to the journal (see the log above)");
+        say_err!("vak: a record could not be written to the journal (see the log above)");
         return ExitCode::from(1);
     }
     if records.iter().any(|r| r.status == Status::Refused) {

@@ -5,7 +5,99 @@ use std::fmt::Write as _;
 use vak_host::admission::ImportClass;
 use vak_host::{CallRecord, Examination, Host, Policy, Status, Verdict};
 
-pub use vak_host::projection::neutralise;
+pub use vak_host::projection::{hidden_or_acting, neutralise, neutralise_line};
+
+/// Print `text` on stdout for a person, neutralised: every line vak prints for a person goes
+/// through here (or through [`json`] for JSON), whatever built it, so that a string a model, a
+/// provider document, a guest or a journal row supplied cannot act on the terminal.
+pub fn say(text: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stdout().lock().write_all(neutralise(text).as_bytes());
+}
+
+/// [`say`] on stderr.
+pub fn say_err(text: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stderr().lock().write_all(neutralise(text).as_bytes());
+}
+
+/// `value` as pretty JSON for a terminal: the same JSON value as `serde_json` writes, but a
+/// character that [`neutralise`] would escape is written as a JSON `\u` escape (a surrogate pair
+/// beyond the BMP), where `serde_json` escapes only C0. The output stays exact JSON: it parses
+/// to the same value.
+pub fn json(value: &impl serde::Serialize) -> String {
+    let mut out = Vec::with_capacity(256);
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, TerminalJson::default());
+    if let Err(e) = value.serialize(&mut ser) {
+        // Records and documents hold only strings, numbers and JSON values.
+        return format!("{{\"error\":{:?}}}", e.to_string());
+    }
+    // serde_json writes UTF-8 only.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// serde_json's pretty formatter, with [`hidden_or_acting`] characters escaped in strings.
+#[derive(Default)]
+struct TerminalJson(serde_json::ser::PrettyFormatter<'static>);
+
+impl serde_json::ser::Formatter for TerminalJson {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if hidden_or_acting(c) {
+                writer.write_all(&fragment.as_bytes()[start..i])?;
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    write!(writer, "\\u{unit:04x}")?;
+                }
+                start = i + c.len_utf8();
+            }
+        }
+        writer.write_all(&fragment.as_bytes()[start..])
+    }
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+    ) -> std::io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_value(w)
+    }
+}
 
 fn thousands(n: u64) -> String {
     let s = n.to_string();
@@ -63,7 +155,7 @@ pub fn record_for_terminal(r: &CallRecord) -> String {
                 } else {
                     ", not retryable"
                 },
-                neutralise(&e.message)
+                neutralise_line(&e.message)
             );
         }
         _ => {}
@@ -72,7 +164,7 @@ pub fn record_for_terminal(r: &CallRecord) -> String {
     let _ = writeln!(
         out,
         "── {} · {} · {label} · stage {} · fuel {} · {} · memory {} B · {} receipt{} · {}",
-        neutralise(&r.tool),
+        neutralise_line(&r.tool),
         r.status.as_str(),
         r.stage,
         thousands(r.usage.fuel),
@@ -80,7 +172,7 @@ pub fn record_for_terminal(r: &CallRecord) -> String {
         thousands(r.usage.memory_bytes),
         r.receipts.len(),
         if r.receipts.len() == 1 { "" } else { "s" },
-        r.call_id
+        neutralise_line(&r.call_id)
     );
     match &r.journaled {
         Some(Ok(entry)) => match &entry.node {
@@ -89,7 +181,7 @@ pub fn record_for_terminal(r: &CallRecord) -> String {
                     out,
                     "   journal #{} (node {}, #{seq})",
                     entry.seq,
-                    neutralise(node)
+                    neutralise_line(node)
                 );
             }
             None => {
@@ -97,7 +189,7 @@ pub fn record_for_terminal(r: &CallRecord) -> String {
             }
         },
         Some(Err(e)) => {
-            let _ = writeln!(out, "   NOT JOURNALED: {}", neutralise(&e.to_string()));
+            let _ = writeln!(out, "   NOT JOURNALED: {}", neutralise_line(&e.to_string()));
         }
         None => {}
     }
@@ -114,8 +206,8 @@ pub fn examination(e: &Examination, policy: &Policy) -> String {
         let _ = writeln!(
             out,
             "tool       {} — {}",
-            neutralise(&d.name),
-            neutralise(&d.description)
+            neutralise_line(&d.name),
+            neutralise_line(&d.description)
         );
     }
     let _ = writeln!(out, "\nimports (what the binary can ask of the host)");
@@ -130,13 +222,13 @@ pub fn examination(e: &Examination, policy: &Policy) -> String {
         let _ = writeln!(
             out,
             "  {:width$}  [{class}] {}",
-            neutralise(&i.name),
+            neutralise_line(&i.name),
             i.summary
         );
     }
     let _ = writeln!(out, "\nexports");
     for x in &e.exports {
-        let _ = writeln!(out, "  {}", neutralise(x));
+        let _ = writeln!(out, "  {}", neutralise_line(x));
     }
     if let Some(d) = &e.descriptor {
         let _ = writeln!(out, "\nclaims");
@@ -144,7 +236,12 @@ pub fn examination(e: &Examination, policy: &Policy) -> String {
             let _ = writeln!(out, "  capabilities: none");
         }
         for c in &d.claims.capabilities {
-            let _ = writeln!(out, "  {}: scopes {:?}", neutralise(&c.name), c.scopes);
+            let _ = writeln!(
+                out,
+                "  {}: scopes {}",
+                neutralise_line(&c.name),
+                neutralise_line(&format!("{:?}", c.scopes))
+            );
         }
         let b = &d.claims.budget;
         let _ = writeln!(
@@ -190,7 +287,7 @@ pub fn examination(e: &Examination, policy: &Policy) -> String {
             );
         }
         Verdict::Refused { kind, reason } => {
-            let _ = writeln!(out, "  REFUSED [{kind}]: {}", neutralise(reason));
+            let _ = writeln!(out, "  REFUSED [{kind}]: {}", neutralise_line(reason));
         }
     }
     out
@@ -211,8 +308,8 @@ pub fn tools(host: &Host) -> String {
         let _ = writeln!(
             out,
             "{} — {}",
-            neutralise(&d.name),
-            neutralise(&d.description)
+            neutralise_line(&d.name),
+            neutralise_line(&d.description)
         );
         let _ = writeln!(
             out,
@@ -241,8 +338,8 @@ pub fn tools(host: &Host) -> String {
             let _ = writeln!(
                 out,
                 "refused: {} [{kind}]: {}",
-                neutralise(&e.source),
-                neutralise(reason)
+                neutralise_line(&e.source),
+                neutralise_line(reason)
             );
         }
     }

@@ -15,8 +15,12 @@ pub const MAX_ARGUMENT_DEPTH: usize = 64;
 /// One proposed call, provider-neutral.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Proposal {
-    /// The id of the call (the provider's, or one the host minted).
+    /// vak's own id of the call: unique, whatever the provider sent.
     pub call_id: String,
+    /// The provider's id of the tool call (`call_abc`, `toolu_…`), as the model sent it: kept in
+    /// the record to answer the provider with, never used as a key (a model chooses it, so it
+    /// can repeat or collide).
+    pub provider_call_id: Option<String>,
     /// The tool the model named.
     pub tool: String,
     /// The arguments exactly as proposed (JSON text).
@@ -37,6 +41,7 @@ impl Proposal {
     pub fn new(tool: impl Into<String>, arguments: impl Into<String>) -> Proposal {
         Proposal {
             call_id: new_call_id(),
+            provider_call_id: None,
             tool: tool.into(),
             arguments: arguments.into(),
             provider: "api".into(),

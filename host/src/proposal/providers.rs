@@ -203,11 +203,10 @@ fn read_call(provider: Provider, call: &Value) -> Proposal {
         Provider::Gemini => (call.get("id"), call.get("name"), call.get("args")),
         Provider::Mcp => (None, call.get("name"), call.get("arguments")),
     };
-    let call_id = id_field
+    let provider_call_id = id_field
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty() && s.len() <= 256)
-        .map(str::to_string)
-        .unwrap_or_else(new_call_id);
+        .map(str::to_string);
     let tool = name.and_then(Value::as_str).unwrap_or("").to_string();
     let mut defect = None;
     if name.is_none() || tool.is_empty() {
@@ -231,7 +230,8 @@ fn read_call(provider: Provider, call: &Value) -> Proposal {
         }
     };
     Proposal {
-        call_id,
+        call_id: new_call_id(),
+        provider_call_id,
         tool,
         arguments,
         provider: provider.name().to_string(),
@@ -481,12 +481,15 @@ mod tests {
         assert_eq!(chat.len(), 2);
         assert_eq!(
             (
-                chat[0].call_id.as_str(),
+                chat[0].provider_call_id.as_deref(),
                 chat[0].tool.as_str(),
                 chat[0].arguments.as_str()
             ),
-            ("call_a", "clock", r#"{"zone":"UTC"}"#)
+            (Some("call_a"), "clock", r#"{"zone":"UTC"}"#)
         );
+        // The record's key is vak's own, unique even where a model repeats its ids.
+        assert!(chat[0].call_id.starts_with("call_") && chat[0].call_id != "call_a");
+        assert_ne!(chat[0].call_id, chat[1].call_id);
         assert_eq!(chat[0].provider, "openai-chat");
 
         let responses = one(
@@ -497,10 +500,10 @@ mod tests {
         assert_eq!(
             (
                 responses.len(),
-                responses[0].call_id.as_str(),
+                responses[0].provider_call_id.as_deref(),
                 responses[0].provider.as_str()
             ),
-            (1, "fc_1", "openai-responses")
+            (1, Some("fc_1"), "openai-responses")
         );
 
         let anthropic = one(
@@ -510,10 +513,10 @@ mod tests {
         );
         assert_eq!(
             (
-                anthropic[0].call_id.as_str(),
+                anthropic[0].provider_call_id.as_deref(),
                 anthropic[0].arguments.as_str()
             ),
-            ("toolu_1", r#"{"zone":"UTC"}"#)
+            (Some("toolu_1"), r#"{"zone":"UTC"}"#)
         );
 
         let gemini = one(
@@ -522,6 +525,7 @@ mod tests {
             None,
         );
         assert!(gemini[0].call_id.starts_with("call_"), "an id is minted");
+        assert_eq!(gemini[0].provider_call_id, None, "Gemini sent none");
         assert_eq!(gemini[0].provider, "gemini");
 
         let mcp = one(

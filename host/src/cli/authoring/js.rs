@@ -135,7 +135,7 @@ pub(super) fn build(dir: &Path) -> Result<PathBuf, AuthoringError> {
             hint: HINT,
             source,
         })?;
-        eprintln!("vak build: installing jco {JCO} with npm (once)");
+        say_err!("vak build: installing jco {JCO} with npm (once)");
         step(
             dir,
             &npm,

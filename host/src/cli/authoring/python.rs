@@ -146,7 +146,7 @@ fn toolchain(dir: &Path) -> Result<PathBuf, AuthoringError> {
         hint: HINT,
         source,
     })?;
-    eprintln!(
+    say_err!(
         "vak build: installing componentize-py into {} (once)",
         dir.join(".venv").display()
     );
