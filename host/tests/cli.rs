@@ -166,7 +166,11 @@ fn a_provider_proposal_runs_every_call() {
         .iter()
         .map(|r| r["provider_call_id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["toolu_1", "toolu_2"], "the provider's ids, kept in order");
+    assert_eq!(
+        ids,
+        ["toolu_1", "toolu_2"],
+        "the provider's ids, kept in order"
+    );
     // The record's own id is vak's, unique even when a model repeats its ids.
     assert!(
         records

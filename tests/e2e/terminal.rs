@@ -10,9 +10,28 @@ use vak_tests::{bundled, guest, guests, vak_in};
 /// Every character the terminal must never receive raw: C0 (ESC, BEL, CR), DEL, C1 (NEL and the
 /// 8-bit CSI), the line and paragraph separators, the Arabic letter mark, and every bidi control.
 const HOSTILE: &[char] = &[
-    '\u{1b}', '\u{7}', '\r', '\u{7f}', '\u{85}', '\u{9b}', '\u{2028}', '\u{2029}', '\u{61c}',
-    '\u{200e}', '\u{200f}', '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}', '\u{202e}',
-    '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}', '\u{feff}', '\u{e0041}',
+    '\u{1b}',
+    '\u{7}',
+    '\r',
+    '\u{7f}',
+    '\u{85}',
+    '\u{9b}',
+    '\u{2028}',
+    '\u{2029}',
+    '\u{61c}',
+    '\u{200e}',
+    '\u{200f}',
+    '\u{202a}',
+    '\u{202b}',
+    '\u{202c}',
+    '\u{202d}',
+    '\u{202e}',
+    '\u{2066}',
+    '\u{2067}',
+    '\u{2068}',
+    '\u{2069}',
+    '\u{feff}',
+    '\u{e0041}',
 ];
 
 /// A string carrying every hostile character, a screen clear and a forged line.
@@ -24,7 +43,11 @@ fn hostile() -> String {
 }
 
 fn raw_in(text: &str) -> Vec<char> {
-    HOSTILE.iter().copied().filter(|c| text.contains(*c)).collect()
+    HOSTILE
+        .iter()
+        .copied()
+        .filter(|c| text.contains(*c))
+        .collect()
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -122,7 +145,10 @@ fn nothing_a_model_guest_or_journal_wrote_reaches_the_terminal_raw() {
     assert_neutral("vak call --proposal --json", &o);
     let records: Value = serde_json::from_slice(&o.stdout).expect("JSON");
     let first = &records.as_array().expect("a list of records")[0];
-    assert_eq!(first["provider_call_id"], h, "the provider's id is kept exactly");
+    assert_eq!(
+        first["provider_call_id"], h,
+        "the provider's id is kept exactly"
+    );
     assert_ne!(first["call_id"], h, "the record's id is vak's own");
     let call_id = first["call_id"].as_str().unwrap().to_string();
 

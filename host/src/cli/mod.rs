@@ -353,7 +353,10 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            say_err!("vak: cannot start the async runtime: {}", render::neutralise_line(&e.to_string()));
+            say_err!(
+                "vak: cannot start the async runtime: {}",
+                render::neutralise_line(&e.to_string())
+            );
             return ExitCode::from(1);
         }
     };
@@ -417,7 +420,8 @@ fn parse_since(text: &str) -> Result<String, String> {
     let at = match text.parse::<jiff::Timestamp>() {
         Ok(at) => at,
         Err(_) => {
-            let (digits, unit) = text.split_at(text.len() - text.chars().last().map_or(0, char::len_utf8));
+            let (digits, unit) =
+                text.split_at(text.len() - text.chars().last().map_or(0, char::len_utf8));
             let seconds = match unit {
                 "s" => 1,
                 "m" => 60,
@@ -426,7 +430,10 @@ fn parse_since(text: &str) -> Result<String, String> {
                 "w" => 604_800,
                 _ => 0,
             };
-            let n = digits.parse::<i64>().ok().filter(|n| *n >= 0 && seconds > 0);
+            let n = digits
+                .parse::<i64>()
+                .ok()
+                .filter(|n| *n >= 0 && seconds > 0);
             let Some(back) = n.and_then(|n| n.checked_mul(seconds)) else {
                 return Err(format!(
                     "`{}` is neither an RFC 3339 time (2026-12-06T10:00:00Z, 2026-12-06T11:00:00+01:00) nor a duration (90s, 30m, 2h, 7d, 2w)",
@@ -578,10 +585,7 @@ pub(crate) async fn build_host(
 /// What `vak inspect` and `vak build` print about a component.
 fn print_examination(exam: &vak_host::Examination, policy: &Policy, json: bool) {
     if json {
-        say!(
-            "{}",
-            render::json(exam)
-        );
+        say!("{}", render::json(exam));
     } else {
         say_raw!("{}", render::examination(exam, policy));
     }
@@ -783,10 +787,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Revocations { json } => {
             let list = store.revocations().list();
             if *json {
-                say!(
-                    "{}",
-                    render::json(&list)
-                );
+                say!("{}", render::json(&list));
             } else if list.is_empty() {
                 say!("no revocations in force");
             } else {
@@ -878,10 +879,7 @@ async fn run(cli: Cli) -> ExitCode {
                 records.push(session.call(p).await);
             }
             if json && from_document {
-                say!(
-                    "{}",
-                    render::json(&records)
-                );
+                say!("{}", render::json(&records));
             } else if json {
                 for r in &records {
                     say!("{}", render::json(r));
@@ -969,10 +967,7 @@ async fn run(cli: Cli) -> ExitCode {
         {
             Ok(report) => {
                 if json {
-                    say!(
-                        "{}",
-                        render::json(&report)
-                    );
+                    say!("{}", render::json(&report));
                 } else {
                     say_raw!("{}", render::bench(&report));
                 }
@@ -1170,12 +1165,16 @@ async fn store_migrate(cli: &Cli) -> ExitCode {
             let last = m.applied.last().copied().unwrap_or(m.from);
             say!(
                 "migrated the store from schema version {} to {last} (applied {:?})",
-                m.from, m.applied
+                m.from,
+                m.applied
             );
             ExitCode::SUCCESS
         }
         Err(e) => {
-            say_err!("vak store migrate: {}", render::neutralise_line(&e.to_string()));
+            say_err!(
+                "vak store migrate: {}",
+                render::neutralise_line(&e.to_string())
+            );
             ExitCode::from(1)
         }
     }
@@ -1190,10 +1189,7 @@ async fn store_status(store: &vak_host::Store, json: bool) -> ExitCode {
     };
     match pg.status().await {
         Ok(status) if json => {
-            say!(
-                "{}",
-                render::json(&status)
-            );
+            say!("{}", render::json(&status));
             ExitCode::SUCCESS
         }
         Ok(status) => {
@@ -1201,7 +1197,10 @@ async fn store_status(store: &vak_host::Store, json: bool) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            say_err!("vak store status: {}", render::neutralise_line(&e.to_string()));
+            say_err!(
+                "vak store status: {}",
+                render::neutralise_line(&e.to_string())
+            );
             ExitCode::from(1)
         }
     }
@@ -1263,7 +1262,10 @@ async fn audit(
                         ExitCode::SUCCESS
                     }
                     Some((seq, why)) => {
-                        say!("journal BAD at entry #{seq}: {}", render::neutralise_line(why));
+                        say!(
+                            "journal BAD at entry #{seq}: {}",
+                            render::neutralise_line(why)
+                        );
                         ExitCode::from(1)
                     }
                 };
@@ -1327,9 +1329,7 @@ fn verify(file: &str, trusted: Option<&str>) -> ExitCode {
         }
     }
     if trusted.is_none() && bad == 0 {
-        say!(
-            "(the signatures match their embedded keys; pass --key to require this host's key)"
-        );
+        say!("(the signatures match their embedded keys; pass --key to require this host's key)");
     }
     if bad == 0 {
         ExitCode::SUCCESS
@@ -1388,10 +1388,7 @@ fn print_declarations(host: &Host, name: &str) -> ExitCode {
         // Exactly what `vak serve` answers to tools/list.
         return match vak_host::mcp::Catalog::of(host) {
             Ok(c) => {
-                say!(
-                    "{}",
-                    render::json(&c.to_json())
-                );
+                say!("{}", render::json(&c.to_json()));
                 ExitCode::SUCCESS
             }
             Err(e) => {

@@ -12,13 +12,17 @@ pub use vak_host::projection::{hidden_or_acting, neutralise, neutralise_line};
 /// provider document, a guest or a journal row supplied cannot act on the terminal.
 pub fn say(text: &str) {
     use std::io::Write as _;
-    let _ = std::io::stdout().lock().write_all(neutralise(text).as_bytes());
+    let _ = std::io::stdout()
+        .lock()
+        .write_all(neutralise(text).as_bytes());
 }
 
 /// [`say`] on stderr.
 pub fn say_err(text: &str) {
     use std::io::Write as _;
-    let _ = std::io::stderr().lock().write_all(neutralise(text).as_bytes());
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(neutralise(text).as_bytes());
 }
 
 /// `value` as pretty JSON for a terminal: the same JSON value as `serde_json` writes, but a
@@ -88,10 +92,7 @@ impl serde_json::ser::Formatter for TerminalJson {
     ) -> std::io::Result<()> {
         self.0.begin_object_key(w, first)
     }
-    fn begin_object_value<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-    ) -> std::io::Result<()> {
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
         self.0.begin_object_value(w)
     }
     fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
