@@ -245,7 +245,13 @@ impl Claims {
 /// The input schema of `T`, as the host will enforce it (JSON Schema draft 2020-12).
 pub fn input_schema<T: JsonSchema>() -> serde_json::Value {
     let generator = schemars::generate::SchemaSettings::draft2020_12().into_generator();
-    generator.into_root_schema_for::<T>().to_value()
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    // schemars titles the root with the Rust type's name (`Args`): noise in a provider's or an
+    // MCP client's view of the tool, which has a name and a title of its own.
+    if let Some(root) = schema.as_object_mut() {
+        root.remove("title");
+    }
+    schema
 }
 
 /// Glue used by [`export_tool!`]; not part of the stable API.

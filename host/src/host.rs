@@ -966,6 +966,31 @@ impl Host {
         Ok(())
     }
 
+    /// Why no admitted tool answers to `name`: a component of that name refused at admission
+    /// (by its descriptor's name, or its file's), else none at all.
+    fn not_served(&self, name: &str) -> ProposalError {
+        let named = |e: &&crate::Examination| {
+            e.descriptor.as_ref().is_some_and(|d| d.name == name)
+                || Path::new(&e.source).file_stem().is_some_and(|s| s == name)
+        };
+        match self
+            .inner
+            .examinations
+            .iter()
+            .find(named)
+            .map(|e| &e.verdict)
+        {
+            Some(Verdict::Refused { kind, reason }) => ProposalError::NotAdmitted {
+                name: name.to_string(),
+                admission_kind: kind.clone(),
+                reason: reason.clone(),
+            },
+            _ => ProposalError::UnknownTool {
+                name: name.to_string(),
+            },
+        }
+    }
+
     fn proposal_stage(
         &self,
         proposal: &Proposal,
@@ -987,9 +1012,7 @@ impl Host {
             .tools
             .get(&proposal.tool)
             .cloned()
-            .ok_or_else(|| ProposalError::UnknownTool {
-                name: proposal.tool.clone(),
-            })?;
+            .ok_or_else(|| self.not_served(&proposal.tool))?;
         let arguments = proposal::parse_arguments(&proposal.arguments)?;
         Ok((admitted, arguments))
     }

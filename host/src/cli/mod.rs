@@ -210,9 +210,9 @@ enum Command {
     /// Serve the admitted tools over MCP: stdio by default (one connection, one session), or
     /// streamable HTTP at http://ADDR/mcp with --http (loopback unless --allow-host is given).
     Serve {
-        /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8080; port 0 picks one and
-        /// prints it on stderr) instead of stdio.
-        #[arg(long, value_name = "ADDR")]
+        /// Serve streamable HTTP on this address (127.0.0.1:8080, localhost:8080, [::1]:8080;
+        /// port 0 picks one and prints it on stderr) instead of stdio.
+        #[arg(long, value_name = "ADDR", value_parser = parse_listen_addr)]
         http: Option<std::net::SocketAddr>,
         /// A Host name clients may use besides localhost/127.0.0.1/::1 (repeatable; required
         /// to listen on a non-loopback address).
@@ -411,6 +411,30 @@ fn die_quietly_on_closed_pipe() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+}
+
+/// `--http ADDR`: an IP address and port, or a host name and port as people type it
+/// (`localhost:8080` is the IPv4 loopback; another name is resolved, and `vak serve` then asks
+/// for `--allow-host` unless it is a loopback address).
+fn parse_listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(addr) = text.parse::<std::net::SocketAddr>() {
+        return Ok(addr);
+    }
+    let bad = || {
+        format!(
+            "`{}` is not HOST:PORT (127.0.0.1:8080, localhost:8080, [::1]:8080)",
+            render::neutralise_line(text)
+        )
+    };
+    let (name, port) = text.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    if name.eq_ignore_ascii_case("localhost") {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    std::net::ToSocketAddrs::to_socket_addrs(&(name, port))
+        .map_err(|e| format!("{}: {e}", bad()))?
+        .next()
+        .ok_or_else(bad)
 }
 
 /// `--since`: an RFC 3339 time or a duration back from now, as the journal compares it: UTC with
@@ -1014,6 +1038,16 @@ async fn serve(
     allow_origins: Vec<String>,
 ) -> ExitCode {
     use vak_host::mcp;
+    // A client sees only the tools served: the refused ones, and why, are said here.
+    for e in host.examinations() {
+        if let vak_host::Verdict::Refused { kind, reason } = &e.verdict {
+            say_err!(
+                "vak serve: not serving {} [{kind}]: {}",
+                render::neutralise_line(&e.source),
+                render::neutralise_line(reason)
+            );
+        }
+    }
     let served = match http {
         None => mcp::serve_stdio(host, principal).await,
         Some(addr) => {

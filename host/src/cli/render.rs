@@ -237,12 +237,17 @@ pub fn examination(e: &Examination, policy: &Policy) -> String {
             let _ = writeln!(out, "  capabilities: none");
         }
         for c in &d.claims.capabilities {
-            let _ = writeln!(
-                out,
-                "  {}: scopes {}",
-                neutralise_line(&c.name),
-                neutralise_line(&format!("{:?}", c.scopes))
-            );
+            // A claim without scopes asks for whatever the policy grants; say so, not `[]`.
+            let scopes = if c.scopes.is_empty() {
+                "none named: whatever the policy grants".to_string()
+            } else {
+                c.scopes
+                    .iter()
+                    .map(|s| neutralise_line(s))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let _ = writeln!(out, "  {}: scopes {scopes}", neutralise_line(&c.name));
         }
         let b = &d.claims.budget;
         let _ = writeln!(

@@ -130,8 +130,7 @@ impl Bound {
                         if req.uri().path() != ENDPOINT {
                             return Ok::<_, Infallible>(not_found());
                         }
-                        let response = tower_service::Service::call(&mut service, req).await?;
-                        Ok(response.map(|b| b.boxed()))
+                        Ok(json_rpc_faithful(&mut service, req).await)
                     }
                 });
                 let conn = hyper::server::conn::http1::Builder::new()
@@ -146,6 +145,116 @@ impl Bound {
             });
         }
     }
+}
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// What a POST body is, as JSON-RPC sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Posted {
+    /// Not JSON at all.
+    NotJson,
+    /// A JSON array: a batch, which MCP removed in 2025-06-18.
+    Batch,
+    /// Anything else: rmcp's to judge.
+    Other,
+}
+
+fn posted(body: &[u8]) -> Posted {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Err(_) => Posted::NotJson,
+        Ok(serde_json::Value::Array(_)) => Posted::Batch,
+        Ok(_) => Posted::Other,
+    }
+}
+
+/// Hand `req` to rmcp's service, answering as JSON-RPC and the MCP specification say where rmcp
+/// answers otherwise: a POST body that is not JSON gets 400 with `-32700` and `"id": null`
+/// (rmcp: 415 "fail to deserialize request body"), a batch gets 400 with `-32600` and `"id":
+/// null`, and a session's DELETE gets 204 (rmcp: 202, which the Python SDK reports as a failed
+/// termination). rmcp's own checks (Host, Origin, content type, session) run first and keep
+/// their answers: only a body rmcp could not read is answered here.
+async fn json_rpc_faithful(
+    service: &mut StreamableHttpService<VakMcp, LocalSessionManager>,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    let method = req.method().clone();
+    let (parts, body) = req.into_parts();
+    let limit = crate::proposal::MAX_ARGUMENT_BYTES + 64 * 1024;
+    let bytes = match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            let too_large = e
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some();
+            return plain(
+                if too_large {
+                    StatusCode::PAYLOAD_TOO_LARGE
+                } else {
+                    StatusCode::BAD_REQUEST
+                },
+                if too_large {
+                    format!("the request body is over {limit} bytes\n")
+                } else {
+                    "the request body could not be read\n".to_string()
+                },
+            );
+        }
+    };
+    let kind = if method == hyper::Method::POST {
+        posted(&bytes)
+    } else {
+        Posted::Other
+    };
+    let req = Request::from_parts(parts, Full::new(bytes));
+    let response = match tower_service::Service::call(service, req).await {
+        Ok(r) => r.map(|b| b.boxed()),
+        Err(never) => match never {},
+    };
+    let status = response.status();
+    let unreadable = matches!(
+        status,
+        StatusCode::BAD_REQUEST
+            | StatusCode::UNSUPPORTED_MEDIA_TYPE
+            | StatusCode::UNPROCESSABLE_ENTITY
+    );
+    match kind {
+        Posted::NotJson if unreadable => {
+            json_rpc_error(-32700, "Parse error: the body is not JSON")
+        }
+        Posted::Batch if unreadable => json_rpc_error(
+            -32600,
+            "Invalid Request: a JSON-RPC batch; MCP (2025-06-18 and later) takes one message per request",
+        ),
+        _ if method == hyper::Method::DELETE && status == StatusCode::ACCEPTED => {
+            let mut r = Response::new(Full::new(Bytes::new()).boxed());
+            *r.status_mut() = StatusCode::NO_CONTENT;
+            r
+        }
+        _ => response,
+    }
+}
+
+/// A JSON-RPC error whose request id could not be read: 400, `"id": null`.
+fn json_rpc_error(code: i64, message: &str) -> Response<Body> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": { "code": code, "message": message },
+    });
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *r.status_mut() = StatusCode::BAD_REQUEST;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn plain(status: StatusCode, text: String) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(text)).boxed());
+    *r.status_mut() = status;
+    r
 }
 
 fn not_found() -> Response<http_body_util::combinators::BoxBody<Bytes, Infallible>> {

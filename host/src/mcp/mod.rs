@@ -18,6 +18,7 @@
 mod client;
 pub mod http;
 mod result;
+pub mod stdio;
 mod tools;
 
 pub use result::{META_PREFIX, call_result};
@@ -74,7 +75,10 @@ impl Catalog {
         let lookup = |name: &str| host.tool(name);
         let mut tools = Vec::new();
         let mut with_output = std::collections::BTreeSet::new();
-        for tool in host.tools() {
+        // By name, on every call and every node: clients' prompt caches key on the list.
+        let mut admitted: Vec<_> = host.tools().collect();
+        admitted.sort_by(|a, b| a.name().cmp(b.name()));
+        for tool in admitted {
             let decl = declaration(tool, &lookup, host.registry());
             if decl.get("outputSchema").is_some() {
                 with_output.insert(tool.name().to_string());
@@ -185,13 +189,20 @@ impl VakMcp {
                 })),
             ));
         }
-        if record
+        if let Some(e) = record
             .error
             .as_ref()
-            .is_some_and(|e| e.kind == "unknown_tool")
+            .filter(|e| e.kind == "unknown_tool" || e.kind == "tool_not_admitted")
         {
+            // Not in `tools/list`: a protocol error, as for any name not listed; the message
+            // says why when the component was loaded and refused.
+            let message = if e.kind == "tool_not_admitted" {
+                format!("no tool named `{name}` is served here: {}", e.message)
+            } else {
+                format!("no tool named `{name}` is served here")
+            };
             return Err(McpError::invalid_params(
-                format!("no tool named `{name}` is served here"),
+                message,
                 Some(serde_json::json!({
                     "call_id": record.call_id,
                     "tools": self.catalog.tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>(),
@@ -279,6 +290,63 @@ impl ServerHandler for VakMcp {
         self.run_call(request, context).await
     }
 
+    // What vak does not serve is a `-32601` that says so, and what is served instead.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, McpError> {
+        Err(not_served(&request.method))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, McpError> {
+        Err(not_served("prompts/list"))
+    }
+
+    async fn get_prompt(
+        &self,
+        _request: rmcp::model::GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, McpError> {
+        Err(not_served("prompts/get"))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, McpError> {
+        Err(not_served("resources/list"))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
+        Err(not_served("resources/templates/list"))
+    }
+
+    async fn read_resource(
+        &self,
+        _request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        Err(not_served("resources/read"))
+    }
+
+    async fn complete(
+        &self,
+        _request: rmcp::model::CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, McpError> {
+        Err(not_served("completion/complete"))
+    }
+
     #[allow(deprecated)] // logging/setLevel: deprecated by SEP-2577, spoken by 2025-11-25 clients
     async fn set_level(
         &self,
@@ -292,13 +360,39 @@ impl ServerHandler for VakMcp {
     }
 }
 
+/// The methods `vak serve` answers.
+pub const SERVED_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "logging/setLevel",
+];
+
+/// `-32601` for `method`, naming what is served instead.
+fn not_served(method: &str) -> McpError {
+    McpError::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "method `{}` is not served by vak; it serves {} (tools only: no prompts, resources or completions)",
+            crate::projection::neutralise_line(&method.chars().take(128).collect::<String>()),
+            SERVED_METHODS.join(", ")
+        ),
+        Some(
+            serde_json::json!({ "method": method.chars().take(128).collect::<String>(), "served": SERVED_METHODS }),
+        ),
+    )
+}
+
 /// Serve one MCP connection over this process's stdin and stdout until the client closes it.
 pub async fn serve_stdio(host: &Host, principal: Option<&str>) -> Result<(), ServeError> {
     let handler = VakMcp::new(host, Catalog::of(host)?, principal);
+    // The reactor-driven pipes when stdin/stdout are FIFOs (as MCP clients launch servers): no
+    // thread hand-off per message. Other streams fall back to the blocking handles.
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    let transport = stdio::LineTransport::new(tokio::io::BufReader::new(stdin), stdout);
     let running = handler
-        // The reactor-driven pipes when stdin/stdout are FIFOs (as MCP clients launch servers):
-        // no thread hand-off per message. Other streams fall back to the blocking handles.
-        .serve(rmcp::transport::stdio_pipes())
+        .serve(transport)
         .await
         .map_err(|e| ServeError::Session(e.to_string()))?;
     running

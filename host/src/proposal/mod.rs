@@ -86,6 +86,14 @@ pub enum ProposalError {
     ArgumentsNotJsonText { found: &'static str },
     #[error("no admitted tool is named `{name}`")]
     UnknownTool { name: String },
+    /// A component of that name was loaded but refused at admission: its refusal, not a
+    /// mystery.
+    #[error("tool `{name}` was refused at admission [{admission_kind}]: {reason}")]
+    NotAdmitted {
+        name: String,
+        admission_kind: String,
+        reason: String,
+    },
     #[error("the arguments are {size} bytes; at most {limit} are accepted")]
     ArgumentsTooLarge { size: usize, limit: usize },
     #[error("the arguments are not valid JSON: {reason}")]
@@ -105,6 +113,7 @@ impl StageError for ProposalError {
         match self {
             ProposalError::MissingToolName => "missing_tool_name",
             ProposalError::UnknownTool { .. } => "unknown_tool",
+            ProposalError::NotAdmitted { .. } => "tool_not_admitted",
             ProposalError::MissingArguments => "missing_arguments",
             ProposalError::ArgumentsNotJsonText { .. } => "arguments_not_json_text",
             ProposalError::ArgumentsTooLarge { .. } => "arguments_too_large",
@@ -120,6 +129,11 @@ impl StageError for ProposalError {
                 json!({"size": size, "limit": limit})
             }
             ProposalError::ArgumentsTooDeep { limit } => json!({"limit": limit}),
+            ProposalError::NotAdmitted {
+                admission_kind,
+                reason,
+                ..
+            } => json!({"admission_kind": admission_kind, "reason": reason}),
             _ => serde_json::Value::Null,
         }
     }
