@@ -173,9 +173,17 @@ impl VakMcp {
             // The call is over and its channel dropped: the log lines go out before the result.
             let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
         }
-        if let Some(Err(e)) = &record.journaled {
+        let not_run = record
+            .error
+            .as_ref()
+            .is_some_and(|e| e.kind == crate::journal::chain::JOURNAL_UNAVAILABLE);
+        if let Some(Err(e)) = &record.journaled
+            && !not_run
+        {
             // An acknowledged call always has its record: without one, the call is not answered
-            // as if it had gone well. A store out of reach is worth a retry.
+            // as if it had gone well. A store out of reach is worth a retry. (A call refused
+            // because its `started` entry could not be written says so itself: nothing ran, and
+            // its refusal is retryable.)
             return Err(McpError::internal_error(
                 format!("the call's record could not be journaled: {e}"),
                 Some(serde_json::json!({
