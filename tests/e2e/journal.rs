@@ -379,3 +379,86 @@ async fn a_call_whose_started_entry_cannot_be_written_does_not_run() {
         "chain {chain}"
     );
 }
+
+/// `vak audit show` checks the entry it prints, finds a call by the provider's id as well as
+/// vak's, and lists every call a provider's id names; an entry changed in the database is
+/// printed with a warning and exit status 1.
+#[test]
+fn audit_show_checks_what_it_prints_and_takes_either_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    drop(serve_command(
+        dir.path(),
+        &tools(),
+        &policy(&project),
+        &[],
+        std::process::Stdio::null(),
+    ));
+    // A model that gave two tool calls one id.
+    let document = json!({ "content": [
+        { "type": "tool_use", "id": "toolu_same", "name": "stats", "input": { "values": [1, 2] } },
+        { "type": "tool_use", "id": "toolu_same", "name": "stats", "input": { "values": [3] } },
+    ]});
+    let file = dir.path().join("proposal.json");
+    std::fs::write(&file, document.to_string()).unwrap();
+    let out = vak_in(dir.path())
+        .args(["call", "--proposal"])
+        .arg(&file)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let records: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<String> = records
+        .as_array()
+        .expect("two records")
+        .iter()
+        .map(|r| r["call_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    let vak = |args: &[&str]| {
+        let o = vak_in(dir.path()).args(args).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).to_string(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+
+    let (code, out, err) = vak(&["audit", "show", &ids[0]]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let shown: Value = serde_json::from_str(&out).expect("the record, as JSON");
+    assert_eq!(shown["provider_call_id"], "toolu_same");
+    assert!(err.contains("checks out"), "{err}");
+
+    let (code, out, err) = vak(&["audit", "show", "toolu_same"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        ids.iter().all(|id| out.contains(id.as_str())),
+        "every call with the provider's id: {out}"
+    );
+    assert!(err.contains("2 calls have the provider call id"), "{err}");
+
+    // An entry changed in the database: shown with a warning, exit status 1.
+    let conn = rusqlite::Connection::open(dir.path().join("state/journal.sqlite")).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE records SET record = replace(record, '\"status\":\"completed\"', '\"status\":\"refused\"')
+             WHERE call_id = ?1 AND kind = 'record'",
+            [&ids[1]],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    let (code, out, err) = vak(&["audit", "show", &ids[1]]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        err.contains("WARNING") && err.contains("does not check out"),
+        "{err}"
+    );
+    let (code, out, _) = vak(&["audit", "show", "toolu_same"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("DOES NOT CHECK OUT"), "{out}");
+    let (code, out, _) = vak(&["audit", "verify"]);
+    assert_eq!(code, Some(1), "{out}");
+}
