@@ -88,9 +88,11 @@ async fn dropped_call_futures_never_panic_and_every_call_leaves_its_record() {
         };
         let listed = journal.list(&everything).unwrap();
         // A call that is running shows by its `started` entry until its record is in.
-        let all = ids
-            .iter()
-            .all(|id| listed.iter().any(|l| &l.call_id == id && l.status != "running"));
+        let all = ids.iter().all(|id| {
+            listed
+                .iter()
+                .any(|l| &l.call_id == id && l.status != "running")
+        });
         if all {
             let mut cancelled = 0;
             for id in &ids {

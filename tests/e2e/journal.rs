@@ -247,10 +247,11 @@ async fn several_processes_journal_at_once_and_a_kill_leaves_an_interrupted_call
         assert_eq!(shown[0].status, "completed");
         let record: Value = serde_json::from_str(&shown[0].text).unwrap();
         for r in record["receipts"].as_array().into_iter().flatten() {
-            if r["operation"] == "write" && r["ok"] == true {
-                if let Some(path) = r["request"]["path"].as_str() {
-                    written.insert(path.to_string(), id.clone());
-                }
+            if r["operation"] == "write"
+                && r["ok"] == true
+                && let Some(path) = r["request"]["path"].as_str()
+            {
+                written.insert(path.to_string(), id.clone());
             }
         }
     }
@@ -288,7 +289,10 @@ async fn several_processes_journal_at_once_and_a_kill_leaves_an_interrupted_call
         v.heads.len() >= 3,
         "a chain per writing process at once: {v:?}"
     );
-    let out = vak_in(dir.path()).args(["audit", "verify"]).output().unwrap();
+    let out = vak_in(dir.path())
+        .args(["audit", "verify"])
+        .output()
+        .unwrap();
     let printed = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{printed}");
     assert!(printed.contains("1 calls interrupted"), "{printed}");
@@ -332,7 +336,7 @@ async fn a_call_whose_started_entry_cannot_be_written_does_not_run() {
     }
     let host = builder.build().await.unwrap();
     let r = host
-        .call(Proposal::new("replace", &edit("a.txt").to_string()))
+        .call(Proposal::new("replace", edit("a.txt").to_string()))
         .await;
     let error = r.error.as_ref().expect("refused");
     assert_eq!(
@@ -357,7 +361,7 @@ async fn a_call_whose_started_entry_cannot_be_written_does_not_run() {
     // then its record, in one chain.
     std::fs::remove_file(dir.path().join("journal.sqlite-chains")).unwrap();
     let r = host
-        .call(Proposal::new("replace", &edit("a.txt").to_string()))
+        .call(Proposal::new("replace", edit("a.txt").to_string()))
         .await;
     assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
     let entry = r.journaled.clone().expect("journaled").expect("written");

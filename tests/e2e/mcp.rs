@@ -397,7 +397,11 @@ async fn vak_call_beside_a_serve_is_journaled_in_its_own_chain() {
     )
     .expect("journal");
     let v = j.verify(None).expect("verify");
-    assert_eq!((v.records, v.started, v.first_bad.clone()), (3, 3, None), "{v:?}");
+    assert_eq!(
+        (v.records, v.started, v.first_bad.clone()),
+        (3, 3, None),
+        "{v:?}"
+    );
     assert_eq!(v.heads.len(), 2, "the server's chain and the call's: {v:?}");
 }
 

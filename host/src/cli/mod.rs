@@ -182,8 +182,9 @@ enum Command {
         #[command(subcommand)]
         command: StoreCommand,
     },
-    /// Read the journal: list records (newest first), show one, or verify the chain (every
-    /// node's chain, on a shared store).
+    /// Read the journal: list calls (every chain merged, newest first; a call started without
+    /// its record is `interrupted`, or `running`), show one, or verify every chain (each writing
+    /// process's, or each node's on a shared store).
     Audit {
         #[command(subcommand)]
         command: Option<AuditCommand>,
@@ -282,8 +283,10 @@ enum AuditCommand {
     /// it, when several do), checked: its hash, its links in its chain, its signature. Exit
     /// status 1, with a warning, when it does not check out.
     Show { call_id: String },
-    /// Check the hash chain(s) and every record's signature; name the first bad entry and
-    /// print each chain's head (keep them: a journal cut short shows against them).
+    /// Check every hash chain and every entry's signature; name the chain and place of the
+    /// first bad entry, count the calls interrupted (started, their process gone without their
+    /// record) and running, and print each chain's head (keep them: a journal cut short shows
+    /// against them).
     Verify {
         /// Also require that this public key (hex) signed every record; repeat it for the keys
         /// of several nodes.
@@ -1320,11 +1323,16 @@ async fn audit(
                         ExitCode::from(1)
                     }
                 };
+                // A shared store's chains are its nodes'; a local journal's, its processes'.
+                let label = match store {
+                    vak_host::Store::Postgres(_) => "node",
+                    vak_host::Store::Local(_) => "chain",
+                };
                 for h in &v.heads {
                     let node = h
                         .node
                         .as_deref()
-                        .map(|n| format!("node {} ", render::neutralise_line(n)))
+                        .map(|n| format!("{label} {} ", render::neutralise_line(n)))
                         .unwrap_or_default();
                     say!("  head: {node}#{} {}", h.seq, h.hash);
                 }

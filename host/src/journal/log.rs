@@ -42,6 +42,9 @@ pub(super) const FRAME_PREFIX: usize = 12;
 /// Hex digits of a chain's id.
 const CHAIN_ID_LEN: usize = 12;
 
+/// A chain's head: its last entry's place and hash.
+type ChainHead = (i64, String);
+
 /// The id of the legacy chain in the database.
 pub(super) const LEGACY: &str = "";
 
@@ -168,7 +171,7 @@ fn index_held(
     chain: &str,
     at: &Path,
     bytes: &[Vec<u8>; 2],
-) -> Result<((i64, String), [Option<u32>; 2]), JournalError> {
+) -> Result<(ChainHead, [Option<u32>; 2]), JournalError> {
     let mut held = Vec::new();
     let mut laps = [None, None];
     for (b, lap) in bytes.iter().zip(&mut laps) {
@@ -323,7 +326,7 @@ impl Log {
     pub(super) fn claim(
         path: &Path,
         durability: Durability,
-    ) -> Result<(Log, (i64, String)), JournalError> {
+    ) -> Result<(Log, ChainHead), JournalError> {
         super::private_dir(&chains_dir(path))?;
         let mut conn = index::connect(path, durability)?;
         for chain in chains_on_disk(path) {
@@ -369,7 +372,7 @@ impl Log {
         chain: &str,
         first: std::fs::File,
         created: bool,
-    ) -> Result<(Log, (i64, String)), JournalError> {
+    ) -> Result<(Log, ChainHead), JournalError> {
         let paths = chain_paths(path, chain);
         let second =
             open_file(&paths[1], false).map_err(|e| io_error(&paths[1], "cannot be opened", e))?;
