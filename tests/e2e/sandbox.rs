@@ -173,6 +173,37 @@ async fn an_infinite_loop_runs_out_of_fuel() {
     assert_still_serving(&host).await;
 }
 
+/// A call stopped by its deadline reports the fuel it burnt (and is charged it), not what the
+/// store held when its loop began: compiled code keeps its fuel count in a register between
+/// calls, so before fuel was handed out in slices a 300 ms spin read 2,494 units.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_stopped_by_its_deadline_reports_the_fuel_it_burnt() {
+    let cache = tempfile::tempdir().unwrap();
+    // The same loop, stopped once by its fuel (an exact figure) and once by its deadline: both
+    // burn fuel at the same rate, so the fuel per second of the two agree.
+    let capped = host(POLICY, &cache).await;
+    let by_fuel = hostile(&capped, "spin", 0).await;
+    assert_eq!(error_kind(&by_fuel), "fuel_exhausted");
+    let rate = |r: &CallRecord| r.usage.fuel as f64 / r.usage.wall_ns as f64;
+    let by_deadline = hostile(&host(NO_FUEL_POLICY, &cache).await, "spin", 0).await;
+    assert_eq!(error_kind(&by_deadline), "deadline_exceeded");
+    let ratio = rate(&by_deadline) / rate(&by_fuel);
+    assert!(
+        (0.4..2.5).contains(&ratio),
+        "fuel per second stopped by the deadline ({} in {} ns) against stopped by fuel ({} in {} ns): {ratio:.3}",
+        by_deadline.usage.fuel,
+        by_deadline.usage.wall_ns,
+        by_fuel.usage.fuel,
+        by_fuel.usage.wall_ns
+    );
+    // Short of what was burnt by less than one slice of fuel.
+    assert!(
+        by_deadline.usage.fuel >= vak_host::dispatch::run::FUEL_SLICE,
+        "{}",
+        by_deadline.usage.fuel
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn loops_without_a_fuel_limit_hit_the_deadline_in_wasm_and_in_host_calls() {
     let cache = tempfile::tempdir().unwrap();
