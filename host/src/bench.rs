@@ -528,7 +528,9 @@ fn serialize_row(record: &crate::CallRecord, rounds: usize, per_round: usize) ->
 
 /// The journal's cost per record, apart from the lifecycle: one append at a time in both
 /// durability modes, and `CONCURRENT` appends at once when synced (group commit shares each disk
-/// flush among the records waiting). Journals are written in a temporary folder, then removed.
+/// flush among the records waiting); then the same per call with the write-ahead entry, as a call
+/// now journals it: its `started` entry (signed by the writer) and its record. Journals are
+/// written in a temporary folder, then removed.
 const CONCURRENT: usize = 32;
 
 async fn journal_rows(
@@ -536,18 +538,22 @@ async fn journal_rows(
     rounds: usize,
     per_round: usize,
 ) -> Result<Vec<Row>, String> {
-    use crate::journal::{Durability, Journal};
+    use crate::journal::{Durability, Journal, Started};
     let dir = std::env::temp_dir().join(format!("vak-bench-journal-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    let key = std::sync::Arc::new(crate::signing::HostKey::generate().map_err(|e| e.to_string())?);
+    let limits = record.limits.ok_or("the record has no limits")?;
+    let started = Started::of(record, "bench".into(), limits);
     let mut rows = Vec::new();
     // The call waits for its record to be in the journal's log; the indexer inserts it into
     // SQLite after. The second row also waits for that (a read of the journal does), so the two
     // show what the call pays and what the journal costs in all.
-    for (name, durability, concurrent, indexed) in [
+    for (name, durability, concurrent, indexed, write_ahead) in [
         (
             "journal: append to the log, one at a time",
             Durability::Committed,
             1,
+            false,
             false,
         ),
         (
@@ -555,11 +561,13 @@ async fn journal_rows(
             Durability::Committed,
             1,
             true,
+            false,
         ),
         (
             "journal: append, synced to disk",
             Durability::Synced,
             1,
+            false,
             false,
         ),
         (
@@ -567,21 +575,52 @@ async fn journal_rows(
             Durability::Synced,
             CONCURRENT,
             false,
+            false,
+        ),
+        (
+            "journal: a call's started entry + record, one call at a time",
+            Durability::Committed,
+            1,
+            false,
+            true,
+        ),
+        (
+            "journal: same, synced to disk",
+            Durability::Synced,
+            1,
+            false,
+            true,
+        ),
+        (
+            "journal: synced, 32 calls at once, started + record (per call)",
+            Durability::Synced,
+            CONCURRENT,
+            false,
+            true,
         ),
     ] {
         let path = dir.join(format!(
-            "{}-{concurrent}-{indexed}.sqlite",
+            "{}-{concurrent}-{indexed}-{write_ahead}.sqlite",
             durability_name(durability)
         ));
         let journal =
             std::sync::Arc::new(Journal::open(&path, durability).map_err(|e| e.to_string())?);
+        let once = || {
+            let (journal, key, mut started) = (journal.clone(), key.clone(), started.clone());
+            async move {
+                if write_ahead {
+                    journal.append_started(&mut started, &key).await?;
+                }
+                journal.append_async(record).await
+            }
+        };
         let mut times = Vec::new();
         for _ in 0..rounds {
             let t = Instant::now();
             let mut left = per_round;
             while left > 0 {
                 let batch = left.min(concurrent);
-                let appends = (0..batch).map(|_| journal.append_async(record));
+                let appends = (0..batch).map(|_| once());
                 for r in futures::future::join_all(appends).await {
                     r.map_err(|e| e.to_string())?;
                 }
@@ -600,7 +639,7 @@ async fn journal_rows(
         let mut row = summarize(name, times, per_round);
         if concurrent > 1 {
             row.name = format!(
-                "{} ({:.1} per write)",
+                "{} ({:.1} entries per write)",
                 row.name,
                 stats.records as f64 / stats.commits.max(1) as f64
             );

@@ -371,6 +371,32 @@ impl Reservation {
         }
     }
 
+    /// Give back the reservation of a call refused once it was made (its `started` entry could
+    /// not be journaled: nothing ran). A ledger in this process is released at once and the call
+    /// not counted; a shared one returns a charge of nothing used, to be committed with the
+    /// call's record (which releases what the reservation holds).
+    pub fn unused(mut self) -> Option<Settlement> {
+        let shared = match &self.ledger.kind {
+            LedgerKind::Memory(_) => None,
+            LedgerKind::Shared(shared) => Some(Settlement {
+                ledger: shared.key.clone(),
+                principal: shared.principal.clone(),
+                held: self.held,
+                used: Totals::default(),
+            }),
+        };
+        match shared {
+            None => {
+                self.release();
+                None
+            }
+            Some(settlement) => {
+                self.settled = true;
+                Some(settlement)
+            }
+        }
+    }
+
     /// Release the reservation of a call that never ran (its call is not counted).
     pub fn release(mut self) {
         if let LedgerKind::Memory(state) = &self.ledger.kind {

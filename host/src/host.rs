@@ -289,8 +289,16 @@ impl HostBuilder {
             }
             examinations.push(exam);
         }
+        let grant_digests = tools
+            .iter()
+            .map(|(name, tool)| {
+                let digest = crate::digest::sha256_hex(format!("{:?}", tool.grant).as_bytes());
+                (name.clone(), digest)
+            })
+            .collect();
         Ok(Host {
             inner: Arc::new(Inner {
+                grant_digests,
                 runtime,
                 policy: self.policy,
                 tools,
@@ -307,6 +315,8 @@ impl HostBuilder {
 }
 
 struct Inner {
+    /// SHA-256 of each admitted tool's grant, by name.
+    grant_digests: BTreeMap<String, String>,
     runtime: Runtime,
     policy: Policy,
     tools: BTreeMap<String, Arc<AdmittedTool>>,
@@ -736,7 +746,7 @@ impl Host {
                     // The person reads the arguments with any secret value redacted.
                     arguments: scrub.redact(&proposal.arguments).0,
                     arguments_sha256: record.arguments_digest.clone(),
-                    grant_sha256: crate::digest::sha256_hex(format!("{:?}", tool.grant).as_bytes()),
+                    grant_sha256: self.grant_digest(tool),
                     timeout: std::time::Duration::from_millis(tool.grant.approval_timeout_ms),
                 },
                 self.inner.approver.clone(),
@@ -795,6 +805,19 @@ impl Host {
             Err(e) => return record.stop(CallError::from(&e), t.elapsed()),
         };
         record.limits = Some(limits);
+        // Write-ahead, the stage's last step: the call takes its place in the journal (a
+        // `started` entry in this process's chain, durable as records are) before any instance
+        // of its tool exists. An effect can then never happen without its record's place, and a
+        // process that dies mid-call leaves an interrupted call, not a silent one. A call whose
+        // place cannot be written is not run.
+        let grant_digest = self.grant_digest(tool);
+        let mut started = crate::journal::Started::of(record, grant_digest, limits);
+        if let Some(Err(e)) = self.inner.store.start(&mut started, &self.inner.key).await {
+            tracing::error!(call_id = %record.call_id, error = %e, "the call's started entry could not be journaled: refused before dispatch");
+            *settlement = reservation.unused();
+            let refusal = crate::journal::JournalUnavailable(e);
+            return record.stop(CallError::from(&refusal), t.elapsed());
+        }
         record.passed(
             Stage::Budget,
             t.elapsed(),
@@ -932,6 +955,15 @@ impl Host {
         record.projection = serde_json::to_value(&projection).unwrap_or_default();
         record.passed(Stage::Projection, t.elapsed(), String::new());
         record.status = Status::Completed;
+    }
+
+    /// SHA-256 of `tool`'s grant (as its approvals and its calls' `started` entries name it),
+    /// made once at build.
+    fn grant_digest(&self, tool: &AdmittedTool) -> String {
+        match self.inner.grant_digests.get(tool.name()) {
+            Some(d) => d.clone(),
+            None => crate::digest::sha256_hex(format!("{:?}", tool.grant).as_bytes()),
+        }
     }
 
     fn permission_stage(

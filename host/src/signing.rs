@@ -530,6 +530,54 @@ pub fn verify(record: &CallRecord, trusted: Option<&str>) -> Result<String, Veri
 /// of several nodes sharing a journal.
 pub fn verify_any(record: &CallRecord, trusted: &[impl AsRef<str>]) -> Result<String, VerifyError> {
     let sig = record.signature.as_ref().ok_or(VerifyError::Unsigned)?;
+    let mut unsigned = record.clone();
+    unsigned.signature = None;
+    unsigned.journaled = None;
+    if sig.algorithm == "ed25519" {
+        let (key, signature) = parts(sig, trusted)?;
+        key.verify(&signed_bytes(&unsigned), &signature)
+            .map_err(|_| VerifyError::Mismatch)?;
+        return Ok(sig.public_key.clone());
+    }
+    verify_digest(sig, &record_digest(&unsigned), trusted)
+}
+
+/// Check `sig` (`ed25519-sha256`, or `ed25519-sha256-batch` with its proof) over `digest`, the
+/// SHA-256 of an entry's JSON with `signature` null; with `trusted` not empty, also that one of
+/// those keys made it. Returns the signing key (hex). For entries other than call records (the
+/// journal's `started` entries), signed the same way.
+pub fn verify_digest(
+    sig: &RecordSignature,
+    digest: &[u8; 32],
+    trusted: &[impl AsRef<str>],
+) -> Result<String, VerifyError> {
+    let (key, signature) = parts(sig, trusted)?;
+    let checked = match sig.algorithm.as_str() {
+        ALGORITHM => key.verify(digest, &signature),
+        BATCH_ALGORITHM => {
+            let proof = sig.batch.as_ref().ok_or(VerifyError::Malformed)?;
+            let path = proof
+                .path
+                .iter()
+                .map(|h| hex::decode(h).ok().and_then(|b| b.try_into().ok()))
+                .collect::<Option<Vec<merkle::Hash>>>()
+                .ok_or(VerifyError::Malformed)?;
+            let leaf = merkle::leaf(digest);
+            let root = merkle::root_from_path(proof.index, proof.size, leaf, &path)
+                .ok_or(VerifyError::Mismatch)?;
+            key.verify(&merkle::signed_message(&root), &signature)
+        }
+        _ => return Err(VerifyError::Malformed),
+    };
+    checked.map_err(|_| VerifyError::Mismatch)?;
+    Ok(sig.public_key.clone())
+}
+
+/// The key and signature of `sig`, once its key is one of `trusted` (when any are given).
+fn parts(
+    sig: &RecordSignature,
+    trusted: &[impl AsRef<str>],
+) -> Result<(VerifyingKey, Signature), VerifyError> {
     if !trusted.is_empty()
         && !trusted
             .iter()
@@ -553,30 +601,7 @@ pub fn verify_any(record: &CallRecord, trusted: &[impl AsRef<str>]) -> Result<St
         .and_then(|b| b.try_into().ok())
         .ok_or(VerifyError::Malformed)?;
     let key = VerifyingKey::from_bytes(&key_bytes).map_err(|_| VerifyError::Malformed)?;
-    let mut unsigned = record.clone();
-    unsigned.signature = None;
-    unsigned.journaled = None;
-    let signature = Signature::from_bytes(&sig_bytes);
-    let checked = match sig.algorithm.as_str() {
-        ALGORITHM => key.verify(&record_digest(&unsigned), &signature),
-        BATCH_ALGORITHM => {
-            let proof = sig.batch.as_ref().ok_or(VerifyError::Malformed)?;
-            let path = proof
-                .path
-                .iter()
-                .map(|h| hex::decode(h).ok().and_then(|b| b.try_into().ok()))
-                .collect::<Option<Vec<merkle::Hash>>>()
-                .ok_or(VerifyError::Malformed)?;
-            let leaf = merkle::leaf(&record_digest(&unsigned));
-            let root = merkle::root_from_path(proof.index, proof.size, leaf, &path)
-                .ok_or(VerifyError::Mismatch)?;
-            key.verify(&merkle::signed_message(&root), &signature)
-        }
-        "ed25519" => key.verify(&signed_bytes(&unsigned), &signature),
-        _ => return Err(VerifyError::Malformed),
-    };
-    checked.map_err(|_| VerifyError::Mismatch)?;
-    Ok(sig.public_key.clone())
+    Ok((key, Signature::from_bytes(&sig_bytes)))
 }
 
 #[cfg(test)]

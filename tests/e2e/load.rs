@@ -231,6 +231,6 @@ async fn thousands_of_mixed_calls_keep_honest_calls_whole_and_memory_bounded() {
         .len() as u64;
     assert_eq!(listed, expected, "journaled calls");
     let verified = journal.verify(Some(&host.public_key())).unwrap();
-    assert_eq!((verified.entries, verified.first_bad), (expected, None));
+    assert_eq!((verified.records, verified.first_bad), (expected, None));
     eprintln!("journal: {listed} records, chain verified");
 }

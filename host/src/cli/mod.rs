@@ -182,16 +182,18 @@ enum Command {
         #[command(subcommand)]
         command: StoreCommand,
     },
-    /// Read the journal: list records (newest first), show one, or verify the chain (every
-    /// node's chain, on a shared store).
+    /// Read the journal: list calls (every chain merged, newest first; a call started without
+    /// its record is `interrupted`, or `running`), show one, or verify every chain (each writing
+    /// process's, or each node's on a shared store).
     Audit {
         #[command(subcommand)]
         command: Option<AuditCommand>,
         /// Only this tool.
         #[arg(long)]
         tool: Option<String>,
-        /// Only this status.
-        #[arg(long, value_parser = ["completed", "tool_error", "refused", "failed"])]
+        /// Only this status (`interrupted`: calls started whose process is gone without their
+        /// record; `running`: calls started that are running now).
+        #[arg(long, value_parser = ["completed", "tool_error", "refused", "failed", "interrupted", "running"])]
         status: Option<String>,
         /// Only calls that ended at this stage.
         #[arg(long, value_parser = ["proposal", "schema", "permission", "budget", "dispatch", "result", "outcome", "projection"])]
@@ -277,10 +279,14 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum AuditCommand {
-    /// The complete record of one call.
+    /// The complete record of one call, by vak's call id or the provider's (every call that has
+    /// it, when several do), checked: its hash, its links in its chain, its signature. Exit
+    /// status 1, with a warning, when it does not check out.
     Show { call_id: String },
-    /// Check the hash chain(s) and every record's signature; name the first bad entry and
-    /// print each chain's head (keep them: a journal cut short shows against them).
+    /// Check every hash chain and every entry's signature; name the chain and place of the
+    /// first bad entry, count the calls interrupted (started, their process gone without their
+    /// record) and running, and print each chain's head (keep them: a journal cut short shows
+    /// against them).
     Verify {
         /// Also require that this public key (hex) signed every record; repeat it for the keys
         /// of several nodes.
@@ -1273,14 +1279,47 @@ async fn audit(
             Err(e) => usage_error(e),
         },
         Some(AuditCommand::Show { call_id }) => match store.show(call_id).await {
-            Ok(Some(text)) => {
-                let pretty = serde_json::from_str::<serde_json::Value>(&text)
-                    .map(|v| render::json(&v))
-                    .unwrap_or(text);
-                say!("{pretty}");
-                ExitCode::SUCCESS
+            Ok(found) if found.is_empty() => {
+                usage_error(format!("no record of call `{call_id}` in the journal"))
             }
-            Ok(None) => usage_error(format!("no record of call `{call_id}` in the journal")),
+            Ok(found) if found.len() == 1 => {
+                let shown = &found[0];
+                let pretty = serde_json::from_str::<serde_json::Value>(&shown.text)
+                    .map(|v| render::json(&v))
+                    .unwrap_or_else(|_| shown.text.clone());
+                say!("{pretty}");
+                shown_verdict(shown)
+            }
+            Ok(found) => {
+                // A provider's call id (a model's choice) named several calls: every one of
+                // them, never one picked for the reader.
+                use render::neutralise_line as field;
+                let mut code = ExitCode::SUCCESS;
+                for shown in &found {
+                    say!(
+                        "#{:<6} {}  {}  {:<10} {:<11} {}  {}",
+                        shown.seq,
+                        entry_place(shown),
+                        field(&shown.received_at),
+                        field(&shown.tool),
+                        field(&shown.status),
+                        field(&shown.call_id),
+                        match &shown.check {
+                            Ok(()) => "checks out".to_string(),
+                            Err(why) => format!("DOES NOT CHECK OUT: {}", field(why)),
+                        }
+                    );
+                    if shown.check.is_err() {
+                        code = ExitCode::from(1);
+                    }
+                }
+                say_err!(
+                    "vak: {} calls have the provider call id `{}`: show one with `vak audit show CALL_ID`",
+                    found.len(),
+                    render::neutralise_line(call_id)
+                );
+                code
+            }
             Err(e) => usage_error(e),
         },
         Some(AuditCommand::Verify { key }) => match store.verify(key).await {
@@ -1289,10 +1328,25 @@ async fn audit(
                 let verdict = match &v.first_bad {
                     None => {
                         say!(
-                            "journal ok: {} entries in {chains} chain{}, chains and signatures verified",
+                            "journal ok: {} entries in {chains} chain{}, chains and signatures verified ({} records, {} started entries; {} calls interrupted, {} running)",
                             v.entries,
-                            if chains == 1 { "" } else { "s" }
+                            if chains == 1 { "" } else { "s" },
+                            v.records,
+                            v.started,
+                            v.interrupted.len(),
+                            v.running.len()
                         );
+                        for u in &v.interrupted {
+                            say!(
+                                "  interrupted: {} (started at {}#{}, no final record)",
+                                render::neutralise_line(&u.call_id),
+                                u.chain
+                                    .as_deref()
+                                    .map(|c| format!("chain {} ", render::neutralise_line(c)))
+                                    .unwrap_or_default(),
+                                u.chain_seq
+                            );
+                        }
                         ExitCode::SUCCESS
                     }
                     Some((seq, why)) => {
@@ -1303,11 +1357,16 @@ async fn audit(
                         ExitCode::from(1)
                     }
                 };
+                // A shared store's chains are its nodes'; a local journal's, its processes'.
+                let label = match store {
+                    vak_host::Store::Postgres(_) => "node",
+                    vak_host::Store::Local(_) => "chain",
+                };
                 for h in &v.heads {
                     let node = h
                         .node
                         .as_deref()
-                        .map(|n| format!("node {} ", render::neutralise_line(n)))
+                        .map(|n| format!("{label} {} ", render::neutralise_line(n)))
                         .unwrap_or_default();
                     say!("  head: {node}#{} {}", h.seq, h.hash);
                 }
@@ -1315,6 +1374,49 @@ async fn audit(
             }
             Err(e) => usage_error(e),
         },
+    }
+}
+
+/// Where a shown entry is: `chain C #n` (a node's name on a shared store), or `#n`.
+fn entry_place(shown: &vak_host::journal::Shown) -> String {
+    match &shown.node {
+        Some(chain) => format!(
+            "chain {} #{}",
+            render::neutralise_line(chain),
+            shown.chain_seq
+        ),
+        None => format!("#{}", shown.chain_seq),
+    }
+}
+
+/// What `vak audit show` says of the one entry it printed: that it checks out (its hash, its
+/// links in its chain, its signature), or a warning and exit status 1.
+fn shown_verdict(shown: &vak_host::journal::Shown) -> ExitCode {
+    let place = entry_place(shown);
+    match &shown.check {
+        Ok(()) => {
+            if shown.kind == vak_host::journal::Kind::Started {
+                say_err!(
+                    "vak: call {} is {}: its started entry (journal #{}, {place}) has no final record",
+                    render::neutralise_line(&shown.call_id),
+                    render::neutralise_line(&shown.status),
+                    shown.seq
+                );
+            }
+            say_err!(
+                "vak: journal #{} ({place}) checks out: its hash, its links in its chain and its signature",
+                shown.seq
+            );
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            say_err!(
+                "vak: WARNING: journal #{} ({place}) does not check out: {}. What is printed above is not what the host wrote; run `vak audit verify`.",
+                shown.seq,
+                render::neutralise_line(why)
+            );
+            ExitCode::from(1)
+        }
     }
 }
 

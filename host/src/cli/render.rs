@@ -177,6 +177,11 @@ pub fn record_for_terminal(r: &CallRecord) -> String {
     );
     match &r.journaled {
         Some(Ok(entry)) => match &entry.node {
+            // A local journal: the process's chain and the place there (the global order is
+            // given when the entry is indexed).
+            Some((chain, seq)) if entry.seq == 0 => {
+                let _ = writeln!(out, "   journal chain {} #{seq}", neutralise_line(chain));
+            }
             Some((node, seq)) => {
                 let _ = writeln!(
                     out,

@@ -179,13 +179,22 @@ impl VakMcp {
         }
         if let Some(Err(e)) = &record.journaled {
             // An acknowledged call always has its record: without one, the call is not answered
-            // as if it had gone well. A store out of reach is worth a retry.
+            // as if it had gone well. A store out of reach is worth a retry; so is a call refused
+            // because its `started` entry could not be written (its tool never ran).
+            let not_run = record
+                .error
+                .as_ref()
+                .is_some_and(|e| e.kind == crate::journal::chain::JOURNAL_UNAVAILABLE);
+            let message = match not_run {
+                true => format!("the call was not run and its record could not be journaled: {e}"),
+                false => format!("the call's record could not be journaled: {e}"),
+            };
             return Err(McpError::internal_error(
-                format!("the call's record could not be journaled: {e}"),
+                message,
                 Some(serde_json::json!({
                     "call_id": record.call_id,
                     "kind": e.kind(),
-                    "retryable": e.retryable(),
+                    "retryable": e.retryable() || not_run,
                 })),
             ));
         }

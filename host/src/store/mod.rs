@@ -3,7 +3,7 @@
 //!
 //! | piece | [`Store::Local`] (default, no setup) | [`Store::Postgres`] (several nodes) |
 //! |---|---|---|
-//! | journal | SQLite file, one hash chain | one table, one hash chain per node, a global commit order |
+//! | journal | SQLite file, one hash chain per writing process, a global commit order | one table, one hash chain per node, a global commit order |
 //! | revocations | a JSON-lines file (or memory) | a table; pushed by `LISTEN/NOTIFY`, polled as a safety net |
 //! | named session ledgers | in this process | rows charged atomically in the database |
 //!
@@ -13,7 +13,7 @@
 pub mod postgres;
 
 use crate::budget::Settlement;
-use crate::journal::{Entry, Filter, Journal, JournalError, Listed, Verification};
+use crate::journal::{Entry, Filter, Journal, JournalError, Listed, Shown, Started, Verification};
 use crate::record::CallRecord;
 use crate::revocation::Revocations;
 use crate::signing::HostKey;
@@ -97,8 +97,28 @@ impl Store {
         }
     }
 
-    /// Append `record` (and, on a shared store, its ledger charge) and wait for the commit;
-    /// `None` when records are not journaled.
+    /// Sign a call's `started` entry with `key` and commit it to this process's (this node's)
+    /// chain, before the call's tool runs; `None` when records are not journaled. Committed as a
+    /// record is (the local journal's group commits sign the entries of one commit together).
+    pub async fn start(
+        &self,
+        started: &mut Started,
+        key: &Arc<HostKey>,
+    ) -> Option<Result<Entry, JournalError>> {
+        match self {
+            Store::Local(l) => match &l.journal {
+                Some(journal) => Some(journal.append_started(started, key).await),
+                None => None,
+            },
+            Store::Postgres(p) => {
+                started.signature = None;
+                let digest = crate::signing::text_digest(&started.unsigned_text());
+                started.signature = key.sign_digests(&[digest]).pop();
+                Some(p.append_started(started).await)
+            }
+        }
+    }
+
     /// Sign `record` with `key` and commit it. The local journal signs the records of one group
     /// commit as a batch (one signature among them); the shared store, and a host without a
     /// journal, sign each record by itself. A record whose commit failed is signed by itself:
@@ -140,11 +160,12 @@ impl Store {
         }
     }
 
-    /// The record of `call_id`, as stored.
-    pub async fn show(&self, call_id: &str) -> Result<Option<String>, JournalError> {
+    /// The entries of the calls `id` names (vak's call id, or the provider's: several calls may
+    /// have that), each checked: see [`Journal::show`].
+    pub async fn show(&self, id: &str) -> Result<Vec<Shown>, JournalError> {
         match self {
-            Store::Postgres(p) => p.show(call_id).await,
-            Store::Local(_) => self.local_journal()?.show(call_id),
+            Store::Postgres(p) => p.show(id).await,
+            Store::Local(_) => self.local_journal()?.show(id),
         }
     }
 

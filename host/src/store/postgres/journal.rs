@@ -4,7 +4,8 @@
 
 use super::{Db, StoreError, big, describe, next_batch};
 use crate::budget::Settlement;
-use crate::journal::{Entry, Head, JournalError, Row, Verification};
+use crate::journal::chain::{ChainCheck, GENESIS, Stored, entry_hash};
+use crate::journal::{Entry, JournalError, Row, Verification};
 use crate::record::CallRecord;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -12,8 +13,9 @@ use tokio_util::sync::CancellationToken;
 /// The most records one group commit takes.
 pub const MAX_BATCH: usize = 256;
 
-/// Walk every node's chain (links, hashes, gapless places, commit order) and every record's
-/// signature (by one of `trusted`, when given); name the first entry that does not check out.
+/// Walk every node's chain (links, hashes, gapless places, commit order) and every entry's
+/// signature (by one of `trusted`, when given), with the walk the local journal's chains get
+/// ([`ChainCheck`]); name the first entry that does not check out.
 pub(super) async fn verify(db: &Db, trusted: &[String]) -> Result<Verification, JournalError> {
     use futures::StreamExt as _;
     let conn = db.conn("journal verify").await?;
@@ -27,7 +29,7 @@ pub(super) async fn verify(db: &Db, trusted: &[String]) -> Result<Verification, 
     let rows = conn
         .client()
         .query_raw(
-            "SELECT gseq, node, node_seq, call_id, record, prev_hash, hash
+            "SELECT gseq, node, node_seq, call_id, record, prev_hash, hash, kind
              FROM vak_records ORDER BY node, node_seq",
             std::iter::empty::<i64>(),
         )
@@ -38,111 +40,21 @@ pub(super) async fn verify(db: &Db, trusted: &[String]) -> Result<Verification, 
     while let Some(row) = rows.next().await {
         let row = row.map_err(failed)?;
         let row = Stored {
-            gseq: row.get(0),
-            node: row.get(1),
-            node_seq: row.get(2),
+            seq: row.get(0),
+            chain: row.get(1),
+            legacy: false,
+            chain_seq: row.get(2),
+            kind: Some(crate::journal::Kind::parse(row.get(7))),
             call_id: row.get(3),
             text: row.get(4),
             prev_hash: row.get(5),
             hash: row.get(6),
         };
         if let Some(why) = check.next(&row, trusted) {
-            return Ok(check.finish(Some((row.gseq, why))));
+            return Ok(check.finish(Some((row.seq, why))));
         }
     }
     Ok(check.finish(None))
-}
-
-/// One stored journal row, as `verify` reads it.
-struct Stored {
-    gseq: i64,
-    node: String,
-    node_seq: i64,
-    call_id: String,
-    text: String,
-    prev_hash: String,
-    hash: String,
-}
-
-const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
-
-/// An entry's hash: its chain's previous hash, its node and place, its record.
-fn chain_hash(prev: &str, node: &str, node_seq: i64, record: &str) -> String {
-    crate::digest::sha256_hex(format!("{prev}\n{node}\n{node_seq}\n{record}").as_bytes())
-}
-
-/// The walk of `verify`, one row at a time in (node, node_seq) order.
-#[derive(Default)]
-struct ChainCheck {
-    entries: u64,
-    heads: Vec<Head>,
-    /// The chain being walked: its node, last place, last hash and last global position.
-    current: Option<(String, i64, String, i64)>,
-}
-
-impl ChainCheck {
-    fn next(&mut self, row: &Stored, trusted: &[String]) -> Option<String> {
-        self.entries += 1;
-        let (expected_seq, prev, after_gseq) = match &self.current {
-            Some((node, seq, hash, gseq)) if *node == row.node => (seq + 1, hash.clone(), *gseq),
-            _ => {
-                self.close();
-                (1, GENESIS.to_string(), 0)
-            }
-        };
-        if row.node_seq != expected_seq {
-            return Some(format!(
-                "node {}: entry {expected_seq} of its chain is missing",
-                row.node
-            ));
-        }
-        if row.prev_hash != prev {
-            return Some(format!(
-                "node {} entry {}: its link to the previous entry is broken",
-                row.node, row.node_seq
-            ));
-        }
-        if row.gseq <= after_gseq {
-            return Some(format!(
-                "node {} entry {}: committed before the entry it follows",
-                row.node, row.node_seq
-            ));
-        }
-        if chain_hash(&row.prev_hash, &row.node, row.node_seq, &row.text) != row.hash {
-            return Some("its content does not match its hash".into());
-        }
-        let record: CallRecord = match serde_json::from_str(&row.text) {
-            Ok(r) => r,
-            Err(e) => return Some(format!("its record does not parse: {e}")),
-        };
-        if record.call_id != row.call_id {
-            return Some("its indexed call id differs from its record".into());
-        }
-        if let Err(e) = crate::signing::verify_any(&record, trusted) {
-            return Some(format!("its record's signature: {e}"));
-        }
-        self.current = Some((row.node.clone(), row.node_seq, row.hash.clone(), row.gseq));
-        None
-    }
-
-    fn close(&mut self) {
-        if let Some((node, seq, hash, _)) = self.current.take() {
-            self.heads.push(Head {
-                node: Some(node),
-                seq,
-                hash,
-            });
-        }
-    }
-
-    fn finish(mut self, first_bad: Option<(i64, String)>) -> Verification {
-        self.close();
-        Verification {
-            entries: self.entries,
-            first_bad,
-            heads: self.heads,
-        }
-    }
 }
 
 /// A record on its way to the writer.
@@ -161,6 +73,20 @@ impl Pending {
         Pending {
             row: Row::of(record),
             settlement,
+            reply,
+        }
+    }
+
+    /// A call's `started` entry (signed), on its way to the node's chain.
+    pub(super) fn started(
+        started: &crate::journal::Started,
+        reply: oneshot::Sender<Result<Entry, JournalError>>,
+    ) -> Pending {
+        // Strings, numbers and a signature: it always serializes.
+        let text = serde_json::to_string(started).unwrap_or_default();
+        Pending {
+            row: Row::started(started, text),
+            settlement: None,
             reply,
         }
     }
@@ -194,9 +120,10 @@ WITH charged AS (
     RETURNING 1
 )
 INSERT INTO vak_records (node, node_seq, call_id, tool, status, stage, principal, session_id,
-                         received_at, record, prev_hash, hash)
+                         received_at, record, prev_hash, hash, kind, provider_call_id)
 SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[],
-                     $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
+                     $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
+                     $23::text[], $24::text[])
 RETURNING gseq, node_seq";
 
 /// The journal writer of one node: the only task that appends to its chain.
@@ -262,7 +189,7 @@ impl Writer {
         let mut entries = Vec::with_capacity(batch.len());
         for p in batch {
             seq += 1;
-            let hash = chain_hash(&prev, &self.node, seq, &p.row.text);
+            let hash = entry_hash(&prev, Some(&self.node), seq, &p.row.text);
             cols.push(&self.node, seq, p, &prev, &hash);
             prev = hash.clone();
             entries.push(Entry {
@@ -324,6 +251,8 @@ struct Columns {
     record: Vec<String>,
     prev_hash: Vec<String>,
     hash: Vec<String>,
+    kind: Vec<&'static str>,
+    provider_call_id: Vec<Option<String>>,
     // Ledger charges: session, principal, then used and held of calls, fuel, wall, result.
     charge_session: Vec<String>,
     charge_principal: Vec<Option<String>>,
@@ -345,6 +274,8 @@ impl Columns {
         self.record.push(row.text.clone());
         self.prev_hash.push(prev.to_string());
         self.hash.push(hash.to_string());
+        self.kind.push(row.kind.as_str());
+        self.provider_call_id.push(row.provider_call_id.clone());
         if let Some(s) = &p.settlement {
             self.charge_session.push(s.ledger.clone());
             self.charge_principal.push(s.principal.clone());
@@ -384,6 +315,8 @@ impl Columns {
         for c in &self.charge {
             p.push(c);
         }
+        p.push(&self.kind);
+        p.push(&self.provider_call_id);
         p
     }
 }

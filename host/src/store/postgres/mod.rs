@@ -26,7 +26,7 @@ pub use ledger::SharedLedger;
 pub use revocations::RevocationKeeper;
 
 use crate::budget::{Ledger, Settlement};
-use crate::journal::{Entry, Filter, JournalError, Listed, Verification};
+use crate::journal::{Entry, Filter, JournalError, Listed, Shown, Verification};
 use crate::record::CallRecord;
 use crate::revocation::Revocations;
 use crate::store::StoreError;
@@ -43,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("0001_init.sql")),
     (2, include_str!("0002_reserve_batch.sql")),
+    (3, include_str!("0003_write_ahead.sql")),
 ];
 
 /// How a node uses the shared store.
@@ -579,7 +580,23 @@ impl PgStore {
         answer.await.unwrap_or_else(|_| Err(gone()))
     }
 
-    /// Entries matching `filter`, every node's, newest first.
+    /// Append a call's signed `started` entry to this node's chain; answered once committed.
+    pub async fn append_started(
+        &self,
+        started: &crate::journal::Started,
+    ) -> Result<Entry, JournalError> {
+        let (reply, answer) = oneshot::channel();
+        let pending = Pending::started(started, reply);
+        let gone = || JournalError::WriterGone {
+            path: self.describe(),
+        };
+        self.writer.send(pending).map_err(|_| gone())?;
+        answer.await.unwrap_or_else(|_| Err(gone()))
+    }
+
+    /// Calls matching `filter`, every node's, newest first: each call's final record, or its
+    /// `started` entry when it has none (`interrupted` when its node has started again since,
+    /// else `running`: its node may also have died and not come back).
     pub async fn list(&self, filter: &Filter) -> Result<Vec<Listed>, JournalError> {
         let f = filter.clone();
         let limit = i64::from(f.limit.unwrap_or(100));
@@ -588,12 +605,23 @@ impl PgStore {
             .with("journal list", async move |c| {
                 let rows = c
                     .query(
-                        "SELECT gseq, node, call_id, tool, status, stage, principal, received_at
-                         FROM vak_records
-                         WHERE ($1::text IS NULL OR tool = $1) AND ($2::text IS NULL OR status = $2)
-                           AND ($3::text IS NULL OR stage = $3) AND ($4::text IS NULL OR principal = $4)
-                           AND ($5::text IS NULL OR received_at >= $5)
-                         ORDER BY gseq DESC LIMIT $6",
+                        "SELECT r.gseq, r.node, r.call_id, r.tool,
+                                CASE WHEN r.kind = 'record' THEN r.status
+                                     WHEN n.started_at > r.committed_at THEN 'interrupted'
+                                     ELSE 'running' END AS shown_status,
+                                r.stage, r.principal, r.received_at
+                         FROM vak_records r LEFT JOIN vak_nodes n ON n.node = r.node
+                         WHERE (r.kind = 'record' OR NOT EXISTS (
+                                   SELECT 1 FROM vak_records f WHERE f.call_id = r.call_id
+                                   AND f.node = r.node AND f.kind = 'record'))
+                           AND ($1::text IS NULL OR r.tool = $1)
+                           AND ($2::text IS NULL OR
+                                (CASE WHEN r.kind = 'record' THEN r.status
+                                      WHEN n.started_at > r.committed_at THEN 'interrupted'
+                                      ELSE 'running' END) = $2)
+                           AND ($3::text IS NULL OR r.stage = $3) AND ($4::text IS NULL OR r.principal = $4)
+                           AND ($5::text IS NULL OR r.received_at >= $5)
+                         ORDER BY r.received_at DESC, r.gseq DESC LIMIT $6",
                         &[&f.tool, &f.status, &f.stage, &f.principal, &f.since, &limit],
                     )
                     .await?;
@@ -614,21 +642,79 @@ impl PgStore {
             .await?)
     }
 
-    /// The record of `call_id`, as stored.
-    pub async fn show(&self, call_id: &str) -> Result<Option<String>, JournalError> {
-        let id = call_id.to_string();
-        Ok(self
+    /// The records of the calls `id` names, as vak's call id or as the provider's (several calls
+    /// may have that), oldest first, each checked: its hash, its links in its node's chain, its
+    /// signature.
+    pub async fn show(&self, id: &str) -> Result<Vec<Shown>, JournalError> {
+        let id = id.to_string();
+        let rows = self
             .db
             .with("journal show", async move |c| {
-                let row = c
-                    .query_opt(
-                        "SELECT record FROM vak_records WHERE call_id = $1 ORDER BY gseq DESC LIMIT 1",
-                        &[&id],
-                    )
-                    .await?;
-                Ok(row.map(|r| r.get(0)))
+                c.query(
+                    "SELECT r.gseq, r.node, r.node_seq, r.call_id, r.tool, r.status, r.received_at,
+                            r.record, r.prev_hash, r.hash,
+                            (SELECT b.hash FROM vak_records b
+                             WHERE b.node = r.node AND b.node_seq = r.node_seq - 1),
+                            (SELECT a.prev_hash FROM vak_records a
+                             WHERE a.node = r.node AND a.node_seq = r.node_seq + 1),
+                            r.kind,
+                            EXISTS (SELECT 1 FROM vak_records f WHERE f.call_id = r.call_id
+                                    AND f.node = r.node AND f.kind = 'record'),
+                            COALESCE((SELECT n.started_at > r.committed_at FROM vak_nodes n
+                                      WHERE n.node = r.node), true)
+                     FROM vak_records r
+                     WHERE r.call_id = $1 OR r.provider_call_id = $1
+                     ORDER BY r.received_at, r.gseq LIMIT 1000",
+                    &[&id],
+                )
+                .await
             })
-            .await?)
+            .await?;
+        let mut shown = Vec::new();
+        for r in rows {
+            let kind = crate::journal::Kind::parse(r.get(12));
+            let (finished, restarted): (bool, bool) = (r.get(13), r.get(14));
+            // A call's record where it has one; else its `started` entry.
+            if kind == crate::journal::Kind::Started && finished {
+                continue;
+            }
+            let status: String = match kind {
+                crate::journal::Kind::Record => r.get(5),
+                crate::journal::Kind::Started if restarted => "interrupted".into(),
+                crate::journal::Kind::Started => "running".into(),
+            };
+            let stored = crate::journal::chain::Stored {
+                seq: r.get(0),
+                chain: r.get(1),
+                legacy: false,
+                chain_seq: r.get(2),
+                kind: Some(kind),
+                call_id: r.get(3),
+                text: r.get(7),
+                prev_hash: r.get(8),
+                hash: r.get(9),
+            };
+            let before: Option<String> = match stored.chain_seq {
+                1 => Some(crate::journal::chain::GENESIS.to_string()),
+                _ => r.get(10),
+            };
+            let after: Option<String> = r.get(11);
+            let check =
+                crate::journal::chain::check_links(&stored, before.as_deref(), after.as_deref());
+            shown.push(Shown {
+                seq: stored.seq,
+                node: Some(stored.chain.clone()),
+                chain_seq: stored.chain_seq,
+                kind,
+                call_id: stored.call_id,
+                tool: r.get(4),
+                status,
+                received_at: r.get(6),
+                text: stored.text,
+                check,
+            });
+        }
+        Ok(shown)
     }
 
     /// Walk every node's chain (links, hashes, gapless places, commit order) and every record's

@@ -1,0 +1,398 @@
+//! The journal's SQLite database: its schema (and the migration of a journal written before
+//! chains had ids), the inserts, and the indexer thread that puts what a chain's log took into
+//! the database, many entries to a transaction ([`INDEX_DELAY`], [`INDEX_BATCH`]).
+//!
+//! Every process writing a journal inserts into the same database (WAL, a busy timeout): each
+//! its own chain's entries, in their chain's order, so that the global `seq` (the rowid) is the
+//! order in which entries were committed, and `UNIQUE (chain, chain_seq)` holds every chain
+//! gapless and single.
+
+use super::{Durability, JournalError, Row, sqlite};
+use rusqlite::{Connection, OptionalExtension, params};
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The most entries the indexer inserts in one transaction.
+pub const INDEX_BATCH: usize = 1024;
+
+/// How long the indexer waits for more entries before it inserts fewer than [`INDEX_BATCH`]
+/// (a read through the journal does not wait for it: it hurries the indexer).
+pub const INDEX_DELAY: Duration = Duration::from_millis(10);
+
+/// How long a read waits for the indexer before it gives up.
+const CATCH_UP_WAIT: Duration = Duration::from_secs(30);
+
+/// How long a connection waits for another process's write to the database.
+const BUSY_TIMEOUT_MS: u32 = 10_000;
+
+/// The schema's version (`PRAGMA user_version`): 2 since chains have ids.
+const SCHEMA_VERSION: i64 = 2;
+
+/// A connection to the journal's database at `path` (made 0600 when it is new: SQLite gives its
+/// WAL and shared-memory files the database file's mode).
+pub(super) fn connect(path: &Path, durability: Durability) -> Result<Connection, JournalError> {
+    let err = sqlite(path);
+    if !path.exists() {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| JournalError::Sqlite {
+                path: path.display().to_string(),
+                message: format!("cannot be made: {e}"),
+            })?;
+    }
+    let conn = Connection::open(path).map_err(&err)?;
+    let sync = match durability {
+        Durability::Committed => "NORMAL",
+        Durability::Synced => "FULL",
+    };
+    conn.execute_batch(&format!(
+        "PRAGMA busy_timeout = {BUSY_TIMEOUT_MS};
+         PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = {sync};"
+    ))
+    .map_err(&err)?;
+    Ok(conn)
+}
+
+/// Bring the schema to [`SCHEMA_VERSION`], once, whichever process comes first.
+///
+/// Version 2 gives each entry its chain, its place there and its kind, and the provider's call
+/// id; the rows of a journal written before (one chain) become the legacy chain `''`, their
+/// places their `seq`. A trigger refuses a row without a chain: a vak older than this one, still
+/// running on the same state directory, cannot write a second chain with the legacy chain's
+/// places.
+pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), JournalError> {
+    let err = sqlite(path);
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(&err)?;
+    if version >= SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(&err)?;
+    let version: i64 = tx
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(&err)?;
+    if version >= SCHEMA_VERSION {
+        return Ok(());
+    }
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS records (
+             seq INTEGER PRIMARY KEY,
+             call_id TEXT NOT NULL,
+             tool TEXT NOT NULL,
+             status TEXT NOT NULL,
+             stage TEXT NOT NULL,
+             principal TEXT,
+             received_at TEXT NOT NULL,
+             record TEXT NOT NULL,
+             prev_hash TEXT NOT NULL,
+             hash TEXT NOT NULL
+         );",
+    )
+    .map_err(&err)?;
+    let has_chain: bool = tx
+        .query_row(
+            "SELECT count(*) FROM pragma_table_info('records') WHERE name = 'chain'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map_err(&err)?
+        > 0;
+    if !has_chain {
+        tx.execute_batch(
+            "ALTER TABLE records ADD COLUMN chain TEXT;
+             ALTER TABLE records ADD COLUMN chain_seq INTEGER;
+             ALTER TABLE records ADD COLUMN kind TEXT NOT NULL DEFAULT 'record';
+             ALTER TABLE records ADD COLUMN provider_call_id TEXT;
+             UPDATE records SET chain = '', chain_seq = seq WHERE chain IS NULL;
+             UPDATE records SET provider_call_id = json_extract(record, '$.provider_call_id')
+                 WHERE instr(record, '\"provider_call_id\"') > 0 AND json_valid(record);",
+        )
+        .map_err(&err)?;
+    }
+    tx.execute_batch(
+        "CREATE INDEX IF NOT EXISTS records_call ON records(call_id);
+         CREATE UNIQUE INDEX IF NOT EXISTS records_chain ON records(chain, chain_seq);
+         CREATE INDEX IF NOT EXISTS records_provider_call ON records(provider_call_id)
+             WHERE provider_call_id IS NOT NULL;
+         CREATE INDEX IF NOT EXISTS records_received ON records(received_at);
+         CREATE TRIGGER IF NOT EXISTS records_need_a_chain BEFORE INSERT ON records
+             WHEN NEW.chain IS NULL OR NEW.chain_seq IS NULL
+             BEGIN SELECT RAISE(ABORT, 'this journal has one chain per process: it is written by a newer vak'); END;
+         CREATE TABLE IF NOT EXISTS chains (
+             chain TEXT PRIMARY KEY,
+             since INTEGER NOT NULL,
+             pid INTEGER NOT NULL,
+             taken_at TEXT NOT NULL
+         );
+         PRAGMA user_version = 2;",
+    )
+    .map_err(&err)?;
+    tx.commit().map_err(&err)
+}
+
+/// An entry for the database: its chain, place, row and links.
+pub(super) struct Indexed {
+    pub(super) chain: Arc<str>,
+    pub(super) chain_seq: i64,
+    pub(super) row: Row,
+    pub(super) prev: String,
+    pub(super) hash: String,
+}
+
+/// Insert `rows` in one transaction (each gets the next global `seq`).
+pub(super) fn insert(
+    conn: &mut Connection,
+    path: &Path,
+    rows: &[Indexed],
+) -> Result<(), JournalError> {
+    let err = sqlite(path);
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(&err)?;
+    {
+        let mut insert = tx
+            .prepare_cached(
+                "INSERT INTO records (chain, chain_seq, kind, call_id, provider_call_id, tool, status,
+                                      stage, principal, received_at, record, prev_hash, hash)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            )
+            .map_err(&err)?;
+        for Indexed {
+            chain,
+            chain_seq,
+            row: r,
+            prev,
+            hash,
+        } in rows
+        {
+            insert
+                .execute(params![
+                    chain.as_ref(),
+                    chain_seq,
+                    r.kind.as_str(),
+                    r.call_id,
+                    r.provider_call_id,
+                    r.tool,
+                    r.status,
+                    r.stage,
+                    r.principal,
+                    r.received_at,
+                    r.text,
+                    prev,
+                    hash
+                ])
+                .map_err(&err)?;
+        }
+    }
+    tx.commit().map_err(&err)
+}
+
+/// `chain`'s head as stored: its last entry's place and hash.
+pub(super) fn chain_head(
+    conn: &Connection,
+    path: &Path,
+    chain: &str,
+) -> Result<(i64, String), JournalError> {
+    let found: Option<(i64, String)> = conn
+        .query_row(
+            "SELECT chain_seq, hash FROM records WHERE chain = ?1 ORDER BY chain_seq DESC LIMIT 1",
+            [chain],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(sqlite(path))?;
+    Ok(found.unwrap_or((0, super::chain::GENESIS.to_string())))
+}
+
+/// Note that `chain` is this process's from its entry `since` on: its calls started from there
+/// and not finished are running while its log is locked; those before were its last writer's.
+pub(super) fn took_chain(
+    conn: &Connection,
+    path: &Path,
+    chain: &str,
+    since: i64,
+) -> Result<(), JournalError> {
+    conn.execute(
+        "INSERT INTO chains (chain, since, pid, taken_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (chain) DO UPDATE SET since = excluded.since, pid = excluded.pid,
+             taken_at = excluded.taken_at",
+        params![
+            chain,
+            since,
+            std::process::id(),
+            jiff::Timestamp::now().to_string()
+        ],
+    )
+    .map(drop)
+    .map_err(sqlite(path))
+}
+
+/// The entries in this process's log and not yet in the database, shared by the writer, which adds them,
+/// the indexer thread, which inserts them, and readers, which wait for it.
+pub(super) struct Index {
+    queue: Mutex<Queue>,
+    /// Wakes the indexer: records to insert, a reader waiting, or the journal closing.
+    more: Condvar,
+    /// Wakes those waiting for the indexer: records inserted, or an insert failed.
+    progress: Condvar,
+}
+
+struct Queue {
+    rows: Vec<Indexed>,
+    /// The last entry written to the log, and the last in the database.
+    written: i64,
+    indexed: i64,
+    /// Someone waits for the indexer: it inserts what it has without waiting for more.
+    hurry: bool,
+    closing: bool,
+    /// Why the last insert failed (the indexer tries again).
+    failed: Option<JournalError>,
+}
+
+impl Index {
+    pub(super) fn new(head: i64) -> Index {
+        Index {
+            queue: Mutex::new(Queue {
+                rows: Vec::new(),
+                written: head,
+                indexed: head,
+                hurry: false,
+                closing: false,
+                failed: None,
+            }),
+            more: Condvar::new(),
+            progress: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hand the indexer `rows`, just written to the log.
+    pub(super) fn push(&self, rows: Vec<Indexed>) {
+        let mut q = self.lock();
+        let was_empty = q.rows.is_empty();
+        if let Some(last) = rows.last() {
+            q.written = last.chain_seq;
+        }
+        q.rows.extend(rows);
+        // The indexer waits for the first record, or for INDEX_DELAY once it has some.
+        if was_empty || q.rows.len() >= INDEX_BATCH {
+            self.more.notify_one();
+        }
+    }
+
+    /// Start over at `head`: the log was just taken, and the database holds everything to it.
+    pub(super) fn start_at(&self, head: i64) {
+        let mut q = self.lock();
+        q.written = head;
+        q.indexed = head;
+    }
+
+    /// The last entry in the database.
+    pub(super) fn indexed(&self) -> i64 {
+        self.lock().indexed
+    }
+
+    pub(super) fn is_caught_up(&self) -> bool {
+        let q = self.lock();
+        q.indexed == q.written
+    }
+
+    /// Wait until every record written so far is in the database.
+    pub(super) fn caught_up(&self, path: &Path) -> Result<(), JournalError> {
+        let mut q = self.lock();
+        let target = q.written;
+        let deadline = Instant::now() + CATCH_UP_WAIT;
+        while q.indexed < target {
+            if let Some(e) = &q.failed {
+                return Err(e.clone());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(JournalError::Sqlite {
+                    path: path.display().to_string(),
+                    message: format!(
+                        "the indexer has not caught up within {} s",
+                        CATCH_UP_WAIT.as_secs()
+                    ),
+                });
+            }
+            q.hurry = true;
+            self.more.notify_one();
+            q = self
+                .progress
+                .wait_timeout(q, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        Ok(())
+    }
+
+    pub(super) fn close(&self) {
+        self.lock().closing = true;
+        self.more.notify_one();
+    }
+
+    /// The indexer thread: insert what the log took, as many at once as [`INDEX_DELAY`]
+    /// gathers, until the journal closes and everything is in.
+    pub(super) fn run(&self, mut conn: Connection, path: &Path) {
+        let mut q = self.lock();
+        loop {
+            if q.rows.is_empty() {
+                q.hurry = false;
+                if q.closing {
+                    return;
+                }
+                q = self.more.wait(q).unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            if !(q.hurry || q.closing || q.rows.len() >= INDEX_BATCH || q.failed.is_some()) {
+                q = self
+                    .more
+                    .wait_timeout(q, INDEX_DELAY)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            let take = q.rows.len().min(INDEX_BATCH);
+            let rows: Vec<Indexed> = q.rows.drain(..take).collect();
+            drop(q);
+            let inserted = insert(&mut conn, path, &rows);
+            q = self.lock();
+            match inserted {
+                Ok(()) => {
+                    q.indexed = rows.last().map_or(q.indexed, |r| r.chain_seq);
+                    q.failed = None;
+                    self.progress.notify_all();
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, records = rows.len(), "journal: indexing failed; the records stay in the log, and are indexed again");
+                    let later = std::mem::take(&mut q.rows);
+                    q.rows = rows;
+                    q.rows.extend(later);
+                    q.failed = Some(e);
+                    self.progress.notify_all();
+                    if q.closing {
+                        return; // the log keeps them for the next opening
+                    }
+                    q = self
+                        .more
+                        .wait_timeout(q, Duration::from_millis(100))
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,871 @@
+//! The journal: every call's entries in hash chains (each entry carries the hash of the one
+//! before it in its chain), written to an append-only log before the caller hears back, and
+//! indexed right after into an embedded SQLite database, where they are listed, shown and
+//! verified.
+//!
+//! **Write-ahead.** A call that has passed every check before dispatch appends a `started`
+//! entry ([`Started`]: call id, tool, principal, session, argument and grant digests, limits),
+//! and waits for it to be in the log, before any instance of its tool exists; its final record
+//! follows as an entry of its own, under the same call id. A `started` entry without a final
+//! record is a call that is running now (its process holds its chain) or was interrupted (its
+//! process is gone): [`Journal::list`] and [`Journal::verify`] say which.
+//!
+//! **One chain per process.** Each process that writes (each [`Journal`], at its first append)
+//! takes a chain of its own, with its own log, in `<journal>-chains/` ([`log`]): the chain of a
+//! process that is gone (its log's lock free), or a new one. Every process's indexer inserts its
+//! own chain's entries into the one database (WAL, a busy timeout), so that the global `seq` is
+//! the order in which entries were committed and `UNIQUE (chain, chain_seq)` keeps every chain
+//! gapless. No process waits for another's lock to append. Whoever opens the journal indexes
+//! what the logs of processes that are gone still hold. [`Journal::verify`] walks every chain
+//! and names the chain and place of the first entry that does not check out; [`Journal::list`]
+//! merges every chain by time. A journal written before chains had ids opens as it is: its
+//! entries are the legacy chain (hashed without a chain id), which nothing appends to again.
+//!
+//! Why a log in front of SQLite: a SQLite commit of one record cost about 30 µs here (WAL frames
+//! for the row, its index and page 1: about ten `pwrite`s and six lock calls), on every call's
+//! path. An append to the log is one `write` (and, with `Durability::Synced`, one `fdatasync`).
+//! The indexer thread then inserts what the log took, many entries to a transaction
+//! ([`INDEX_DELAY`], [`INDEX_BATCH`]). Reads through this journal wait for the indexer to catch
+//! up, so they see every entry this process acknowledged (and the other processes' entries
+//! once their indexers have inserted them, within [`INDEX_DELAY`]).
+//!
+//! Appends go through one writer per journal with group commit ([`writer`]): entries appended
+//! at once, `started` entries and records alike, are written (and synced, with
+//! `Durability::Synced`) as one batch, signed together.
+//!
+//! The journal is private: its folder is made 0700 and its files 0600; an existing journal that
+//! group or others can read is reported, with the `chmod` that fixes it.
+
+pub mod chain;
+mod index;
+mod log;
+mod writer;
+
+pub use chain::{Kind, Started, Unfinished};
+pub use index::{INDEX_BATCH, INDEX_DELAY};
+pub use writer::MAX_BATCH;
+
+use crate::record::CallRecord;
+use crate::signing::HostKey;
+use index::Index;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use writer::{Committed, Pending, ToSign, Writer};
+
+/// How hard a commit tries to reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// A plain `write` to the log (and WAL with `synchronous = NORMAL`): an entry survives a
+    /// process crash.
+    Committed,
+    /// The log synced (`fdatasync`) before the caller hears back (and WAL with `synchronous =
+    /// FULL`): it also survives a power loss.
+    Synced,
+}
+
+/// Why the journal failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JournalError {
+    #[error("journal {path}: {message}")]
+    Sqlite { path: String, message: String },
+    #[error("journal {path}: cannot create its folder: {message}")]
+    Folder { path: String, message: String },
+    #[error("journal {path}: the writer has stopped")]
+    WriterGone { path: String },
+    /// A chain's log cannot be made, read or written, or holds something other than what this
+    /// journal writes.
+    #[error("journal log {path}: {message}")]
+    Log { path: String, message: String },
+    #[error("records are not journaled here (--no-journal)")]
+    Off,
+    /// The shared store (several nodes' journal) failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+impl JournalError {
+    /// A stable snake_case name of the condition: `store_unavailable` when the shared store is
+    /// out of reach, else `journal_failed`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            JournalError::Store(e) => e.kind(),
+            _ => "journal_failed",
+        }
+    }
+
+    /// Whether the same call, retried, could be journaled: when the store was out of reach.
+    pub fn retryable(&self) -> bool {
+        match self {
+            JournalError::Store(e) => e.retryable(),
+            _ => false,
+        }
+    }
+}
+
+/// Why a call was refused before dispatch: its `started` entry could not be written, so its tool
+/// was not run (no instance was made). Retryable: the journal may take it a moment later.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the call was not run: its started entry could not be written to the journal ({0}); nothing ran, retry later"
+)]
+pub struct JournalUnavailable(pub JournalError);
+
+impl crate::stage::StageError for JournalUnavailable {
+    /// The budget stage: the call's limits are fixed, and the write-ahead entry that records
+    /// them is the stage's last step before dispatch.
+    fn stage(&self) -> crate::stage::Stage {
+        crate::stage::Stage::Budget
+    }
+
+    fn kind(&self) -> &'static str {
+        chain::JOURNAL_UNAVAILABLE
+    }
+
+    fn retryable(&self) -> bool {
+        true
+    }
+
+    fn details(&self) -> serde_json::Value {
+        serde_json::json!({ "journal_error": self.0.kind() })
+    }
+}
+
+/// One journal entry's place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Entry {
+    /// The global commit order of every chain, where it is known at commit (a shared store); 0
+    /// for a local journal, whose entries take theirs when indexed.
+    pub seq: i64,
+    pub hash: String,
+    /// The chain holding the entry (a process's chain in a local journal, a node's in a shared
+    /// store), and the entry's place there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<(String, i64)>,
+}
+
+/// A listed call: its final record, or its `started` entry when it has none.
+#[derive(Debug, Clone, Serialize)]
+pub struct Listed {
+    pub seq: i64,
+    /// The chain that holds it (a node's, on a shared store; `None`: a local journal's legacy
+    /// chain).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub call_id: String,
+    pub tool: String,
+    /// The record's status; `interrupted` or `running` for a call started without a record.
+    pub status: String,
+    pub stage: String,
+    pub principal: Option<String>,
+    pub received_at: String,
+}
+
+/// Filters for [`Journal::list`].
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub tool: Option<String>,
+    /// A record's status, or `interrupted` / `running`.
+    pub status: Option<String>,
+    pub stage: Option<String>,
+    pub principal: Option<String>,
+    /// RFC 3339; entries received at or after it.
+    pub since: Option<String>,
+    pub limit: Option<u32>,
+}
+
+/// The result of a check of every chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verification {
+    /// Entries checked: `started` entries and records.
+    pub entries: u64,
+    /// Final records among them.
+    pub records: u64,
+    /// `started` entries among them.
+    pub started: u64,
+    /// The global place of the first entry that does not check out, and why (naming its chain
+    /// and its place there).
+    pub first_bad: Option<(i64, String)>,
+    /// The last entry of each chain that checked out: an auditor who keeps these can later tell
+    /// a journal cut short (the one change a chain alone cannot show).
+    pub heads: Vec<Head>,
+    /// Calls started without a final record whose process is gone: they were interrupted (a
+    /// valid state of a chain: the process died mid-call). On a shared store, every call started
+    /// without a record, running or not.
+    pub interrupted: Vec<Unfinished>,
+    /// Calls started without a final record whose process still holds their chain: running now.
+    pub running: Vec<Unfinished>,
+}
+
+/// The head of one chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Head {
+    /// The chain (a node's name on a shared store; `None`: a local journal's legacy chain).
+    pub node: Option<String>,
+    /// The entry's place in its chain.
+    pub seq: i64,
+    pub hash: String,
+}
+
+/// A call's entry as [`Journal::show`] finds it, checked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Shown {
+    pub seq: i64,
+    /// Its chain (`None`: a local journal's legacy chain), and its place there.
+    pub node: Option<String>,
+    pub chain_seq: i64,
+    /// A final record, or a `started` entry (the call has no record).
+    pub kind: Kind,
+    pub call_id: String,
+    pub tool: String,
+    /// The record's status; `interrupted` or `running` for a `started` entry.
+    pub status: String,
+    pub received_at: String,
+    /// The entry's JSON, as stored.
+    pub text: String,
+    /// Whether it checks out: its hash, its links to the entries before and after it in its
+    /// chain, its signature. Why not, if not.
+    pub check: Result<(), String>,
+}
+
+/// Group-commit figures since the journal was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CommitStats {
+    /// Entries written.
+    pub records: u64,
+    pub commits: u64,
+}
+
+/// An entry as a journal stores it: its JSON text and the columns it is listed by.
+pub(crate) struct Row {
+    pub(crate) text: String,
+    pub(crate) kind: Kind,
+    pub(crate) call_id: String,
+    pub(crate) provider_call_id: Option<String>,
+    pub(crate) tool: String,
+    pub(crate) status: &'static str,
+    pub(crate) stage: &'static str,
+    pub(crate) principal: Option<String>,
+    pub(crate) session: String,
+    pub(crate) received_at: String,
+}
+
+/// The `status` column of a `started` entry.
+const STARTED_STATUS: &str = "started";
+
+impl Row {
+    pub(crate) fn of(record: &CallRecord) -> Row {
+        // A record holds only strings, numbers and JSON values: it always serializes.
+        Row::with_text(record, serde_json::to_string(record).unwrap_or_default())
+    }
+
+    /// The row of `record`, whose JSON is `text`.
+    pub(crate) fn with_text(record: &CallRecord, text: String) -> Row {
+        Row {
+            text,
+            kind: Kind::Record,
+            call_id: record.call_id.clone(),
+            provider_call_id: record.provider_call_id.clone(),
+            tool: record.tool.clone(),
+            status: record.status.as_str(),
+            stage: record.stage.as_str(),
+            principal: record.principal.clone(),
+            session: record.session_id.clone(),
+            received_at: record.received_at.clone(),
+        }
+    }
+
+    /// The row of the `started` entry `s`, whose JSON is `text`: listed at the dispatch stage.
+    pub(crate) fn started(s: &Started, text: String) -> Row {
+        Row {
+            text,
+            kind: Kind::Started,
+            call_id: s.call_id.clone(),
+            provider_call_id: s.provider_call_id.clone(),
+            tool: s.tool.clone(),
+            status: STARTED_STATUS,
+            stage: crate::stage::Stage::Dispatch.as_str(),
+            principal: s.principal.clone(),
+            session: s.session_id.clone(),
+            received_at: s.received_at.clone(),
+        }
+    }
+
+    /// The row of an entry's `text`, as a log holds it.
+    pub(crate) fn parse(text: &str) -> Result<Row, serde_json::Error> {
+        Ok(match chain::Parsed::parse(text)? {
+            chain::Parsed::Record(r) => Row::with_text(&r, text.to_string()),
+            chain::Parsed::Started(s) => Row::started(&s, text.to_string()),
+        })
+    }
+}
+
+fn sqlite(path: &Path) -> impl Fn(rusqlite::Error) -> JournalError + '_ {
+    move |e| JournalError::Sqlite {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// Make `dir` (and any folder above it that is missing) mode 0700, where it does not exist.
+pub(crate) fn private_dir(dir: &Path) -> Result<(), JournalError> {
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir).map_err(|e| JournalError::Folder {
+        path: dir.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// The journal's folder and files that group or others may read or write, with their modes.
+fn exposed(path: &Path) -> Vec<(PathBuf, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut places: Vec<PathBuf> = path.parent().map(Path::to_path_buf).into_iter().collect();
+    places.push(path.to_path_buf());
+    for suffix in ["-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        places.push(PathBuf::from(name));
+    }
+    places.extend(log::legacy_paths(path));
+    let chains = log::chains_dir(path);
+    if let Ok(dir) = std::fs::read_dir(&chains) {
+        places.extend(dir.filter_map(|e| e.ok().map(|e| e.path())));
+    }
+    places.push(chains);
+    places
+        .into_iter()
+        .filter(|p| !p.as_os_str().is_empty())
+        .filter_map(|p| {
+            let mode = std::fs::metadata(&p).ok()?.permissions().mode() & 0o777;
+            (mode & 0o077 != 0).then_some((p, mode))
+        })
+        .collect()
+}
+
+/// `p` as a shell word.
+fn shell_word(p: &Path) -> String {
+    let s = p.display().to_string();
+    if s.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@".contains(&b))
+    {
+        s
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// The `chmod` commands that make `exposed` private again.
+fn chmod_fix(exposed: &[(PathBuf, u32)]) -> String {
+    let (dirs, files): (Vec<&PathBuf>, Vec<&PathBuf>) =
+        exposed.iter().map(|(p, _)| p).partition(|p| p.is_dir());
+    let mut fix = Vec::new();
+    for (mode, list) in [("700", dirs), ("600", files)] {
+        if !list.is_empty() {
+            let words: Vec<String> = list.iter().map(|p| shell_word(p)).collect();
+            fix.push(format!("chmod {mode} {}", words.join(" ")));
+        }
+    }
+    fix.join(" && ")
+}
+
+/// An open journal.
+pub struct Journal {
+    path: PathBuf,
+    durability: Durability,
+    /// For reads (`list`, `show`, `verify`); WAL lets them run beside the indexers.
+    reader: Mutex<Connection>,
+    writer: Mutex<Option<mpsc::Sender<Pending>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    indexer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    stats: Arc<Mutex<CommitStats>>,
+    /// This process's chain: its log and head; the writer thread's, and the caller's who finds
+    /// it idle (see [`Journal::submit`]).
+    state: Arc<Mutex<Writer>>,
+    /// Entries written to the log and not yet in the database.
+    index: Arc<Index>,
+    /// Entries handed to the writer thread that it has not yet taken.
+    queued: Arc<AtomicUsize>,
+    /// Whether a caller may write its own entry: not when every write waits for `fdatasync`.
+    inline: bool,
+    /// What group or others could read when the journal was opened.
+    exposed: Vec<(PathBuf, u32)>,
+}
+
+impl Journal {
+    /// Open (or create) the journal at `path`: its folder made 0700 and its files 0600 where
+    /// they are new, its schema brought up to date, and what the logs of processes that are gone
+    /// hold beyond the database indexed. This process takes a chain of its own at its first
+    /// append.
+    pub fn open(path: &Path, durability: Durability) -> Result<Journal, JournalError> {
+        let shown = path.display().to_string();
+        if let Some(dir) = path.parent() {
+            private_dir(dir)?;
+        }
+        let mut index_conn = index::connect(path, durability)?;
+        index::migrate(&mut index_conn, path)?;
+        let exposed = exposed(path);
+        if !exposed.is_empty() {
+            let modes: Vec<String> = exposed
+                .iter()
+                .map(|(p, m)| format!("{} {m:o}", p.display()))
+                .collect();
+            tracing::warn!(
+                journal = %shown,
+                "the journal can be read by group or others ({}): its records hold every call's arguments and results. Fix it with: {}",
+                modes.join(", "),
+                chmod_fix(&exposed)
+            );
+        }
+        log::recover(path, durability)?;
+        let reader = index::connect(path, durability)?;
+        let index = Arc::new(Index::new(0));
+        let stats = Arc::new(Mutex::new(CommitStats::default()));
+        let state = Arc::new(Mutex::new(Writer {
+            path: path.to_path_buf(),
+            durability,
+            log: None,
+            last: (0, chain::GENESIS.to_string()),
+            stats: stats.clone(),
+            index: index.clone(),
+        }));
+        let (tx, rx) = mpsc::channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(f)
+                .map_err(|e| JournalError::Sqlite {
+                    path: shown.clone(),
+                    message: format!("cannot start the {name} thread: {e}"),
+                })
+        };
+        let indexer = {
+            let (index, path) = (index.clone(), path.to_path_buf());
+            spawn("vak-index", Box::new(move || index.run(index_conn, &path)))?
+        };
+        let thread = {
+            let (state, queued) = (state.clone(), queued.clone());
+            spawn(
+                "vak-journal",
+                Box::new(move || Writer::run(&state, &rx, &queued)),
+            )?
+        };
+        Ok(Journal {
+            path: path.to_path_buf(),
+            durability,
+            reader: Mutex::new(reader),
+            writer: Mutex::new(Some(tx)),
+            thread: Mutex::new(Some(thread)),
+            indexer: Mutex::new(Some(indexer)),
+            stats,
+            state,
+            index,
+            queued,
+            // Callers write their own entries only when a write is a plain `write` (no
+            // `fdatasync`); synced, the writer thread writes every batch.
+            inline: durability == Durability::Committed,
+            exposed,
+        })
+    }
+
+    fn err(&self, source: rusqlite::Error) -> JournalError {
+        sqlite(&self.path)(source)
+    }
+
+    fn submit(
+        &self,
+        row: Row,
+        sign: Option<ToSign>,
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<Committed, JournalError>>, JournalError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let pending = Pending { row, sign, reply };
+        // A caller that finds the writer idle (nothing queued for its thread, its chain taken)
+        // writes its entry itself: one call at a time then pays no hand-off to the writer thread
+        // and back, two thread wake-ups that cost tens of microseconds here. Taking the chain
+        // (the first write) reads files and the database: the writer thread does that, not an
+        // async caller.
+        if self.inline
+            && self.queued.load(Ordering::Acquire) == 0
+            && let Ok(mut writer) = self.state.try_lock()
+            && writer.log.is_some()
+        {
+            writer.write(vec![pending]);
+            return Ok(answer);
+        }
+        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let sender = writer.as_ref().ok_or_else(|| self.gone())?;
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        if sender.send(pending).is_err() {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(self.gone());
+        }
+        Ok(answer)
+    }
+
+    /// Append `record`; returns its place in the chain once it is in the log.
+    pub async fn append_async(&self, record: &CallRecord) -> Result<Entry, JournalError> {
+        let answer = self.submit(Row::of(record), None)?;
+        let committed = answer.await.unwrap_or_else(|_| Err(self.gone()))?;
+        Ok(committed.entry)
+    }
+
+    /// Sign `record` with `key` and append it. The writer signs every entry of one batch
+    /// together (one signature for the batch, see [`crate::signing`]); an entry written alone
+    /// is signed by itself. Unless the append fails, `record` carries its signature after.
+    pub async fn append_signing(
+        &self,
+        record: &mut CallRecord,
+        key: &Arc<HostKey>,
+    ) -> Result<Entry, JournalError> {
+        record.signature = None;
+        // One serialization: its digest is what is signed, and the writer splices the
+        // signature into the same text.
+        let text = serde_json::to_string(&*record).unwrap_or_default();
+        let sign = ToSign {
+            digest: crate::signing::text_digest(&text),
+            key: key.clone(),
+            signed: None,
+        };
+        let answer = self.submit(Row::with_text(record, text), Some(sign))?;
+        let committed = answer.await.unwrap_or_else(|_| Err(self.gone()))?;
+        record.signature = committed.signature;
+        Ok(committed.entry)
+    }
+
+    /// Sign the `started` entry of a call with `key` and append it, as [`Journal::append_signing`]
+    /// does a record (in the same group commits). Unless the append fails, `started` carries its
+    /// signature after.
+    pub async fn append_started(
+        &self,
+        started: &mut Started,
+        key: &Arc<HostKey>,
+    ) -> Result<Entry, JournalError> {
+        started.signature = None;
+        let text = started.unsigned_text();
+        let sign = ToSign {
+            digest: crate::signing::text_digest(&text),
+            key: key.clone(),
+            signed: None,
+        };
+        let answer = self.submit(Row::started(started, text), Some(sign))?;
+        let committed = answer.await.unwrap_or_else(|_| Err(self.gone()))?;
+        started.signature = committed.signature;
+        Ok(committed.entry)
+    }
+
+    fn gone(&self) -> JournalError {
+        JournalError::WriterGone {
+            path: self.path.display().to_string(),
+        }
+    }
+
+    /// Append `record` and wait until it is in the log (blocking the thread; not for async code).
+    pub fn append(&self, record: &CallRecord) -> Result<Entry, JournalError> {
+        let answer = self.submit(Row::of(record), None)?;
+        let committed = answer
+            .blocking_recv()
+            .unwrap_or_else(|_| Err(self.gone()))?;
+        Ok(committed.entry)
+    }
+
+    /// Entries and batches written so far (entries / commits is the mean batch size).
+    pub fn commit_stats(&self) -> CommitStats {
+        *self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The chain this journal writes (once it has appended).
+    pub fn chain(&self) -> Option<String> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).chain()
+    }
+
+    /// The journal's folder and files that group or others could read or write when it was
+    /// opened, with their modes (reported then, with the `chmod` that fixes them).
+    pub fn exposed(&self) -> &[(PathBuf, u32)] {
+        &self.exposed
+    }
+
+    /// The reader, once every entry this journal has acknowledged is in the database.
+    fn read(&self) -> Result<MutexGuard<'_, Connection>, JournalError> {
+        self.index.caught_up(&self.path)?;
+        Ok(self.reader.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Whether the call started at `chain_seq` of `chain`, without a record, is running now: its
+    /// chain's log is held, by the process that took the chain at or before that entry.
+    fn running(
+        &self,
+        conn: &Connection,
+        cache: &mut HashMap<String, Option<i64>>,
+        chain: &str,
+        chain_seq: i64,
+    ) -> Result<bool, JournalError> {
+        let since = match cache.get(chain) {
+            Some(s) => *s,
+            None => {
+                let since = match log::is_live(&self.path, chain) {
+                    false => None,
+                    true => conn
+                        .query_row("SELECT since FROM chains WHERE chain = ?1", [chain], |r| {
+                            r.get::<_, i64>(0)
+                        })
+                        .optional()
+                        .map_err(|e| self.err(e))?,
+                };
+                cache.insert(chain.to_string(), since);
+                since
+            }
+        };
+        Ok(since.is_some_and(|s| chain_seq >= s))
+    }
+
+    /// Calls matching `filter`, newest first across every chain: each call's final record, or
+    /// its `started` entry (as `interrupted` or `running`) when it has none.
+    pub fn list(&self, filter: &Filter) -> Result<Vec<Listed>, JournalError> {
+        let conn = self.read()?;
+        let unfinished = matches!(filter.status.as_deref(), Some("interrupted" | "running"));
+        let status = match unfinished {
+            true => Some(STARTED_STATUS.to_string()),
+            false => filter.status.clone(),
+        };
+        let mut stmt = conn
+            .prepare(
+                "SELECT r.seq, r.chain, r.chain_seq, r.kind, r.call_id, r.tool, r.status, r.stage,
+                        r.principal, r.received_at
+                 FROM records r
+                 WHERE (r.kind = 'record' OR NOT EXISTS (
+                           SELECT 1 FROM records f
+                           WHERE f.call_id = r.call_id AND f.chain = r.chain AND f.kind = 'record'))
+                   AND (?1 IS NULL OR r.tool = ?1) AND (?2 IS NULL OR r.status = ?2)
+                   AND (?3 IS NULL OR r.stage = ?3) AND (?4 IS NULL OR r.principal = ?4)
+                   AND (?5 IS NULL OR r.received_at >= ?5)
+                 ORDER BY r.received_at DESC, r.seq DESC LIMIT ?6",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(
+                params![
+                    filter.tool,
+                    status,
+                    filter.stage,
+                    filter.principal,
+                    filter.since,
+                    filter.limit.unwrap_or(100)
+                ],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(1)?,
+                        r.get::<_, i64>(2)?,
+                        Kind::parse(&r.get::<_, String>(3)?),
+                        Listed {
+                            seq: r.get(0)?,
+                            node: None,
+                            call_id: r.get(4)?,
+                            tool: r.get(5)?,
+                            status: r.get(6)?,
+                            stage: r.get(7)?,
+                            principal: r.get(8)?,
+                            received_at: r.get(9)?,
+                        },
+                    ))
+                },
+            )
+            .map_err(|e| self.err(e))?;
+        let rows: Vec<_> = rows.collect::<Result<_, _>>().map_err(|e| self.err(e))?;
+        let mut live = HashMap::new();
+        let mut out = Vec::with_capacity(rows.len());
+        for (chain, chain_seq, kind, mut listed) in rows {
+            if kind == Kind::Started {
+                let running = self.running(&conn, &mut live, &chain, chain_seq)?;
+                listed.status = if running { "running" } else { "interrupted" }.to_string();
+                if unfinished && filter.status.as_deref() != Some(listed.status.as_str()) {
+                    continue;
+                }
+            }
+            listed.node = (chain != log::LEGACY).then_some(chain);
+            out.push(listed);
+        }
+        Ok(out)
+    }
+
+    /// The entries of the calls `id` names, as vak's call id or as the provider's (which a model
+    /// chose: several calls may have it), oldest first: each call's final record, or its
+    /// `started` entry when it has none; each checked (its hash, its links in its chain, its
+    /// signature).
+    pub fn show(&self, id: &str) -> Result<Vec<Shown>, JournalError> {
+        let conn = self.read()?;
+        let mut stmt = conn
+            .prepare(
+                "SELECT seq, chain, chain_seq, kind, call_id, tool, status, received_at, record,
+                        prev_hash, hash
+                 FROM records WHERE call_id = ?1 OR provider_call_id = ?1
+                 ORDER BY received_at, seq LIMIT 1000",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([id], |r| {
+                Ok((
+                    chain::Stored {
+                        seq: r.get(0)?,
+                        chain: r.get(1)?,
+                        legacy: false,
+                        chain_seq: r.get(2)?,
+                        kind: Some(Kind::parse(&r.get::<_, String>(3)?)),
+                        call_id: r.get(4)?,
+                        text: r.get(8)?,
+                        prev_hash: r.get(9)?,
+                        hash: r.get(10)?,
+                    },
+                    r.get::<_, String>(5)?,
+                    r.get::<_, String>(6)?,
+                    r.get::<_, String>(7)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        let rows: Vec<_> = rows.collect::<Result<_, _>>().map_err(|e| self.err(e))?;
+        let mut live = HashMap::new();
+        let mut shown: Vec<Shown> = Vec::new();
+        // A call's record where it has one; else its `started` entry.
+        let finished: std::collections::HashSet<String> = rows
+            .iter()
+            .filter(|(s, ..)| s.kind == Some(Kind::Record))
+            .map(|(s, ..)| s.call_id.clone())
+            .collect();
+        for (mut stored, tool, mut status, received_at) in rows {
+            let kind = stored.kind.unwrap_or(Kind::Record);
+            if kind == Kind::Started && finished.contains(&stored.call_id) {
+                continue;
+            }
+            stored.legacy = stored.chain == log::LEGACY;
+            if kind == Kind::Started {
+                let running = self.running(&conn, &mut live, &stored.chain, stored.chain_seq)?;
+                status = if running { "running" } else { "interrupted" }.to_string();
+            }
+            let neighbour = |seq: i64, column: &str| {
+                conn.query_row(
+                    &format!("SELECT {column} FROM records WHERE chain = ?1 AND chain_seq = ?2"),
+                    params![stored.chain, seq],
+                    |r| r.get::<_, String>(0),
+                )
+                .optional()
+                .map_err(|e| self.err(e))
+            };
+            let before = match stored.chain_seq {
+                1 => Some(chain::GENESIS.to_string()),
+                n => neighbour(n - 1, "hash")?,
+            };
+            let after = neighbour(stored.chain_seq + 1, "prev_hash")?;
+            let check = chain::check_links(&stored, before.as_deref(), after.as_deref());
+            shown.push(Shown {
+                seq: stored.seq,
+                node: (!stored.legacy).then(|| stored.chain.clone()),
+                chain_seq: stored.chain_seq,
+                kind,
+                call_id: stored.call_id,
+                tool,
+                status,
+                received_at,
+                text: stored.text,
+                check,
+            });
+        }
+        Ok(shown)
+    }
+
+    /// Walk every chain: each entry's link to the one before, its hash, and its signature
+    /// (against `trusted` when given).
+    pub fn verify(&self, trusted: Option<&str>) -> Result<Verification, JournalError> {
+        self.verify_any(trusted.as_slice())
+    }
+
+    /// [`Journal::verify`], requiring (unless `trusted` is empty) one of `trusted` to have
+    /// signed every entry.
+    pub fn verify_any(&self, trusted: &[impl AsRef<str>]) -> Result<Verification, JournalError> {
+        let conn = self.read()?;
+        let mut stmt = conn
+            .prepare(
+                "SELECT seq, chain, chain_seq, kind, call_id, record, prev_hash, hash
+                 FROM records ORDER BY chain, chain_seq",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
+        let mut check = chain::ChainCheck::default();
+        let mut first_bad = None;
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            let chain: String = row.get(1).map_err(|e| self.err(e))?;
+            let stored = chain::Stored {
+                seq: row.get(0).map_err(|e| self.err(e))?,
+                legacy: chain == log::LEGACY,
+                chain,
+                chain_seq: row.get(2).map_err(|e| self.err(e))?,
+                kind: Some(Kind::parse(
+                    &row.get::<_, String>(3).map_err(|e| self.err(e))?,
+                )),
+                call_id: row.get(4).map_err(|e| self.err(e))?,
+                text: row.get(5).map_err(|e| self.err(e))?,
+                prev_hash: row.get(6).map_err(|e| self.err(e))?,
+                hash: row.get(7).map_err(|e| self.err(e))?,
+            };
+            if let Some(why) = check.next(&stored, trusted) {
+                first_bad = Some((stored.seq, why));
+                break;
+            }
+        }
+        let mut v = check.finish(first_bad);
+        let mut live = HashMap::new();
+        let unfinished = std::mem::take(&mut v.interrupted);
+        for u in unfinished {
+            let chain = u.chain.as_deref().unwrap_or(log::LEGACY);
+            match self.running(&conn, &mut live, chain, u.chain_seq)? {
+                true => v.running.push(u),
+                false => v.interrupted.push(u),
+            }
+        }
+        Ok(v)
+    }
+
+    /// Where the journal is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How hard its commits try to reach the disk.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+}
+
+impl Drop for Journal {
+    /// Close the channel and let the writer write what it holds, then the indexer index it;
+    /// the log is emptied once everything in it is in the database, and the chain let go.
+    fn drop(&mut self) {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = t.join();
+        }
+        self.index.close();
+        if let Some(t) = self
+            .indexer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = t.join();
+        }
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .let_go();
+    }
+}
+
+#[cfg(test)]
+mod tests;
