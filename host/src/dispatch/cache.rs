@@ -110,9 +110,9 @@ impl AotCache {
         // configuration, made just now by this process or by the compile worker this host
         // started (the program the operator named, given this engine's settings); wasmtime
         // checks its header against this engine before using it.
-        let component = unsafe { Component::deserialize(engine, artifact) }.map_err(|e| {
-            AdmissionError::CompileHost(format!("the compiled artifact is unusable: {e:#}"))
-        })?;
+        // Refused here: what this engine's pools cannot hold (a table of 50 million elements).
+        let component = unsafe { Component::deserialize(engine, artifact) }
+            .map_err(|e| AdmissionError::Compile(format!("{e:#}")))?;
         if let Some(path) = self.path_for(component_digest) {
             write_atomically(&path, artifact);
         }

@@ -194,10 +194,7 @@ mod tests {
             body.extend([0x02, 0x40]);
         }
         body.extend(std::iter::repeat_n(0x01, filler));
-        for _ in 0..nest {
-            body.push(0x0b);
-        }
-        body.push(0x0b);
+        body.extend(std::iter::repeat_n(0x0b, nest as usize + 1));
         let mut code = Vec::new();
         code.push(1u8);
         leb(&mut code, body.len() as u32);
