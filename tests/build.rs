@@ -7,6 +7,8 @@ mod guests;
 fn main() {
     let packages = [
         ("hostile", "vak-guest-hostile"),
+        ("bulky", "vak-guest-bulky"),
+        ("descriptor_bomb", "vak-guest-descriptor-bomb"),
         ("table_bomb", "vak-guest-table-bomb"),
         ("undeclared", "vak-guest-undeclared"),
         ("remote_ref", "vak-guest-remote-ref"),

@@ -27,6 +27,65 @@ pub const WIT_ACCEPTS: &str = "0.2.0 to 0.2.1";
 /// The highest `0.2.z` patch accepted (this host's own).
 const WIT_MAX_PATCH: u32 = 1;
 
+/// Bounds on what a tool says about itself. Past one, the component is refused
+/// (`bad_descriptor`) with a reason that names the bound and the figure, never the text.
+pub mod descriptor_bounds {
+    /// Bytes of a tool's name (a-z, 0-9, `-`, `_`).
+    pub const MAX_NAME_BYTES: usize = 64;
+    /// Bytes of a tool's description (what a model reads to choose it).
+    pub const MAX_DESCRIPTION_BYTES: usize = 8 << 10;
+    /// Bytes of the input schema's JSON text.
+    pub const MAX_SCHEMA_BYTES: usize = 64 << 10;
+    /// Deepest nesting of arrays and objects in the input schema (that of arguments).
+    pub const MAX_SCHEMA_DEPTH: usize = crate::proposal::MAX_ARGUMENT_DEPTH;
+    /// Capability claims one tool may make (vak has six capabilities).
+    pub const MAX_CLAIMS: usize = 16;
+    /// Scopes over all of a tool's claims.
+    pub const MAX_SCOPES: usize = 256;
+    /// Bytes of one scope (an origin, a root, a zone, a tool name).
+    pub const MAX_SCOPE_BYTES: usize = 1024;
+    /// Payload schema ids one tool may name.
+    pub const MAX_PAYLOAD_SCHEMAS: usize = 16;
+    /// Bytes of one payload schema id (`vak.temporal.instant/1`).
+    pub const MAX_PAYLOAD_SCHEMA_ID_BYTES: usize = 128;
+    /// Imports, and exports, a component may have (vak links about twenty interfaces).
+    pub const MAX_IMPORTS: usize = 256;
+    /// Bytes of a refusal's reason: whatever the input, the reason stays this short.
+    pub const MAX_REASON_BYTES: usize = 1024;
+    /// Names a refusal lists (unclaimed imports, missing grants…); the rest are counted.
+    pub const MAX_LISTED: usize = 8;
+    /// Bytes of one listed name.
+    pub const MAX_LISTED_BYTES: usize = 160;
+}
+
+use descriptor_bounds as bounds;
+
+/// At most [`bounds::MAX_LISTED`] of `items`, each cut to [`bounds::MAX_LISTED_BYTES`], and a
+/// last entry counting the rest: a refusal's list never grows with the input.
+fn listed(items: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut more = 0usize;
+    for item in items {
+        if out.len() < bounds::MAX_LISTED {
+            out.push(shown(&item, bounds::MAX_LISTED_BYTES));
+        } else {
+            more += 1;
+        }
+    }
+    if more > 0 {
+        out.push(format!("… and {more} more"));
+    }
+    out
+}
+
+/// `text` cut to `max` bytes at a character boundary, saying how much was cut.
+fn shown(text: &str, max: usize) -> String {
+    match crate::result::cut(text, max) {
+        (kept, false) => kept.to_string(),
+        (kept, true) => format!("{kept}… ({} bytes in all)", text.len()),
+    }
+}
+
 /// The limits the host gives a tool's `describe` at admission.
 const DESCRIBE_LIMITS: Limits = Limits {
     fuel: 200_000_000,
@@ -102,6 +161,14 @@ pub enum AdmissionError {
     TooLarge { size: usize, limit: usize },
     #[error("the component did not compile within {limit_ms} ms; refused")]
     CompileTimeout { limit_ms: u64 },
+    #[error("the component's code is past this host's compile bounds: {0}")]
+    CodeOverBound(crate::dispatch::code::CodeRefusal),
+    #[error("compiling the component needed more than {limit_bytes} bytes of memory; refused")]
+    CompileMemory { limit_bytes: u64 },
+    /// The host could not run the compile (no thread, no worker process): not the component's
+    /// fault, so a retry may succeed.
+    #[error("the host could not compile the component: {0}")]
+    CompileHost(String),
     #[error(
         "the component does not export `{WIT_PACKAGE}/tool@{WIT_ACCEPTS}` (it exports: {exports:?})"
     )]
@@ -112,6 +179,14 @@ pub enum AdmissionError {
     UnsupportedVersion { found: String },
     #[error("the component imports interfaces this host does not provide: {imports:?}")]
     ForbiddenImports { imports: Vec<String> },
+    #[error(
+        "the component has {imports} imports and {exports} exports; this host admits at most {limit} of each"
+    )]
+    TooManyImports {
+        imports: usize,
+        exports: usize,
+        limit: usize,
+    },
     #[error("`describe` failed: {0}")]
     Describe(String),
     #[error("the descriptor is invalid: {0}")]
@@ -139,9 +214,13 @@ impl AdmissionError {
             AdmissionError::Compile(_) => "compile_failed",
             AdmissionError::TooLarge { .. } => "too_large",
             AdmissionError::CompileTimeout { .. } => "compile_timeout",
+            AdmissionError::CodeOverBound(_) => "code_over_bound",
+            AdmissionError::CompileMemory { .. } => "compile_memory_exceeded",
+            AdmissionError::CompileHost(_) => "compile_unavailable",
             AdmissionError::NotATool { .. } => "not_a_tool",
             AdmissionError::UnsupportedVersion { .. } => "unsupported_version",
             AdmissionError::ForbiddenImports { .. } => "forbidden_imports",
+            AdmissionError::TooManyImports { .. } => "too_many_imports",
             AdmissionError::Describe(_) => "describe_failed",
             AdmissionError::BadDescriptor(_) => "bad_descriptor",
             AdmissionError::Schema(_) => "schema_refused",
@@ -151,7 +230,26 @@ impl AdmissionError {
             AdmissionError::DuplicateName { .. } => "duplicate_name",
         }
     }
+
+    /// Whether admitting the same bytes again could succeed: only when the host, not the
+    /// component, failed (as for a call, a refusal of what the component is never is).
+    pub fn retryable(&self) -> bool {
+        matches!(self, AdmissionError::CompileHost(_))
+    }
+
+    /// The verdict that refuses a component for this error.
+    pub fn verdict(&self) -> Verdict {
+        Verdict::Refused {
+            stage: ADMISSION_STAGE.to_string(),
+            kind: self.kind().to_string(),
+            reason: shown(&self.to_string(), bounds::MAX_REASON_BYTES),
+            retryable: self.retryable(),
+        }
+    }
 }
+
+/// The stage a refused component's verdict names, beside the call stages of a record.
+pub const ADMISSION_STAGE: &str = "admission";
 
 /// What admission learned about a component, admitted or not; `vak inspect` prints it.
 #[derive(Debug, Clone, Serialize)]
@@ -168,6 +266,10 @@ pub struct Examination {
     pub not_enforced: Vec<String>,
     /// `admitted`, or `refused` with the error.
     pub verdict: Verdict,
+    /// What its code asks of the compiler (the largest function, the most locals, …), measured
+    /// before it compiled; absent when it was loaded from the AOT cache or not reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<crate::dispatch::code::CodeFigures>,
 }
 
 /// The admission verdict under the active policy.
@@ -179,8 +281,12 @@ pub enum Verdict {
         granted: Vec<Capability>,
     },
     Refused {
+        /// Always `admission`: the stage that refused, as a call refusal names its stage.
+        stage: String,
         kind: String,
         reason: String,
+        /// Whether admitting the same component again could succeed (a host fault only).
+        retryable: bool,
     },
 }
 
@@ -259,9 +365,12 @@ impl Runtime {
             descriptor: None,
             not_enforced: Vec::new(),
             verdict: Verdict::Refused {
+                stage: ADMISSION_STAGE.to_string(),
                 kind: String::new(),
                 reason: String::new(),
+                retryable: false,
             },
+            code: None,
         };
         match self.admit_inner(&mut exam, bytes, policy).await {
             Ok((descriptor, schema, grant, pre, granted)) => {
@@ -278,70 +387,11 @@ impl Runtime {
                 (exam, Some(tool))
             }
             Err(e) => {
-                tracing::info!(source, error = %e, "component refused at admission");
-                exam.verdict = Verdict::Refused {
-                    kind: e.kind().to_string(),
-                    reason: e.to_string(),
-                };
+                exam.verdict = e.verdict();
+                if let Verdict::Refused { kind, reason, .. } = &exam.verdict {
+                    tracing::info!(source, kind, reason, "component refused at admission");
+                }
                 (exam, None)
-            }
-        }
-    }
-
-    /// Compile (or load from the AOT cache) within the engine's size and time bounds.
-    ///
-    /// The compile runs on a thread of its own so that it neither blocks the async runtime nor
-    /// holds admission past `compile_timeout`. Cranelift cannot be interrupted, so a compile
-    /// that overruns finishes in the background and its artifact is dropped; what bounds its
-    /// memory and CPU is the size cap here together with wasmparser's per-module limits (on
-    /// function size, locals, and counts), which apply before any code is generated.
-    async fn compile_bounded(
-        &self,
-        bytes: &[u8],
-        digest: &str,
-    ) -> Result<wasmtime::component::Component, AdmissionError> {
-        let limit = self.settings.max_component_bytes;
-        if bytes.len() > limit {
-            return Err(AdmissionError::TooLarge {
-                size: bytes.len(),
-                limit,
-            });
-        }
-        let timeout = self.settings.compile_timeout;
-        let abandoned = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let job = (
-            self.engine.clone(),
-            self.cache.clone(),
-            bytes.to_vec(),
-            digest.to_string(),
-            abandoned.clone(),
-        );
-        std::thread::Builder::new()
-            .name("vak-compile".into())
-            // Cranelift recurses on deeply nested code; give it the stack a main thread has.
-            .stack_size(8 << 20)
-            .spawn(move || {
-                let (engine, cache, bytes, digest, abandoned) = job;
-                let _ = tx.send(cache.load_or_compile(&engine, &bytes, &digest, &abandoned));
-            })
-            .map_err(|e| AdmissionError::Compile(format!("no thread to compile on: {e}")))?;
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(Ok((component, _origin)))) => Ok(component),
-            Ok(Ok(Err(e))) => Err(AdmissionError::Compile(format!("{e:#}"))),
-            Ok(Err(_)) => Err(AdmissionError::Compile(
-                "the compiler stopped without an answer (it panicked)".into(),
-            )),
-            Err(_) => {
-                abandoned.store(true, std::sync::atomic::Ordering::Release);
-                tracing::warn!(
-                    digest,
-                    timeout_ms = timeout.as_millis() as u64,
-                    "compile took too long; component refused"
-                );
-                Err(AdmissionError::CompileTimeout {
-                    limit_ms: timeout.as_millis() as u64,
-                })
             }
         }
     }
@@ -362,9 +412,22 @@ impl Runtime {
         ),
         AdmissionError,
     > {
-        let component = self.compile_bounded(bytes, &exam.digest).await?;
+        let compiled = self.compile_bounded(bytes, &exam.digest).await?;
+        exam.code = compiled.figures;
+        let component = compiled.component;
 
         let ty = component.component_type();
+        let (imports, exports) = (
+            ty.imports(&self.engine).len(),
+            ty.exports(&self.engine).len(),
+        );
+        if imports > bounds::MAX_IMPORTS || exports > bounds::MAX_IMPORTS {
+            return Err(AdmissionError::TooManyImports {
+                imports,
+                exports,
+                limit: bounds::MAX_IMPORTS,
+            });
+        }
         for (name, item) in ty.imports(&self.engine) {
             let class = match item.ty {
                 ComponentItem::ComponentInstance(_) => classify(name),
@@ -372,14 +435,15 @@ impl Runtime {
                 _ => ImportClass::Refused,
             };
             exam.imports.push(Import {
-                name: name.to_string(),
+                // What a reviewer reads is bounded; the class was decided on the whole name.
+                name: shown(name, bounds::MAX_LISTED_BYTES),
                 summary: summary(name, &class),
                 class,
             });
         }
         exam.exports = ty
             .exports(&self.engine)
-            .map(|(n, _)| n.to_string())
+            .map(|(n, _)| shown(n, bounds::MAX_LISTED_BYTES))
             .collect();
 
         let tool_export = exam
@@ -388,7 +452,7 @@ impl Runtime {
             .find(|e| e.starts_with("vak:tool/tool@") || *e == "vak:tool/tool")
             .cloned()
             .ok_or_else(|| AdmissionError::NotATool {
-                exports: exam.exports.clone(),
+                exports: listed(exam.exports.iter().cloned()),
             })?;
         let version = tool_export.split_once('@').map_or("", |(_, v)| v);
         if !version_accepted(version) {
@@ -406,12 +470,12 @@ impl Runtime {
                 });
             }
         }
-        let forbidden: Vec<String> = exam
-            .imports
-            .iter()
-            .filter(|i| i.class == ImportClass::Refused)
-            .map(|i| i.name.clone())
-            .collect();
+        let forbidden: Vec<String> = listed(
+            exam.imports
+                .iter()
+                .filter(|i| i.class == ImportClass::Refused)
+                .map(|i| i.name.clone()),
+        );
         if !forbidden.is_empty() {
             // Nothing of the component runs, not even `describe`.
             return Err(AdmissionError::ForbiddenImports { imports: forbidden });
@@ -432,7 +496,10 @@ impl Runtime {
         let raw = match report.outcome {
             Ok(GuestReturn::Described(d)) => d,
             Ok(_) => return Err(AdmissionError::Describe("unexpected return".into())),
-            Err(e) => return Err(AdmissionError::Describe(e.to_string())),
+            Err(e) => {
+                let message = shown(&e.to_string(), bounds::MAX_REASON_BYTES / 2);
+                return Err(AdmissionError::Describe(message));
+            }
         };
         let descriptor = descriptor_from_wit(raw)?;
         exam.descriptor = Some(descriptor.clone());
@@ -443,16 +510,19 @@ impl Runtime {
         let mut claimed = GrantSet::new();
         for c in &descriptor.claims.capabilities {
             let cap = Capability::from_name(&c.name).ok_or_else(|| {
-                AdmissionError::BadDescriptor(format!("claims an unknown capability `{}`", c.name))
+                AdmissionError::BadDescriptor(format!(
+                    "claims an unknown capability `{}`",
+                    shown(&c.name, bounds::MAX_LISTED_BYTES)
+                ))
             })?;
             claimed.insert(cap);
         }
-        let unclaimed: Vec<String> = exam
-            .imports
-            .iter()
-            .filter(|i| matches!(i.class, ImportClass::Capability { capability } if !claimed.contains(&capability)))
-            .map(|i| i.name.clone())
-            .collect();
+        let unclaimed: Vec<String> = listed(
+            exam.imports
+                .iter()
+                .filter(|i| matches!(i.class, ImportClass::Capability { capability } if !claimed.contains(&capability)))
+                .map(|i| i.name.clone()),
+        );
         if !unclaimed.is_empty() {
             return Err(AdmissionError::UnclaimedImports {
                 tool: descriptor.name.clone(),
@@ -469,15 +539,10 @@ impl Runtime {
                     tool: descriptor.name.clone(),
                     policy: policy.origin.clone(),
                 })?;
-        let missing: Vec<String> = descriptor
-            .claims
-            .capabilities
-            .iter()
-            .filter_map(|c| {
-                let cap = Capability::from_name(&c.name)?;
-                grant.covers(cap, &c.scopes).err()
-            })
-            .collect();
+        let missing: Vec<String> = listed(descriptor.claims.capabilities.iter().filter_map(|c| {
+            let cap = Capability::from_name(&c.name)?;
+            grant.covers(cap, &c.scopes).err()
+        }));
         if !missing.is_empty() {
             return Err(AdmissionError::NotGranted {
                 tool: descriptor.name.clone(),
@@ -509,17 +574,90 @@ impl Runtime {
     }
 }
 
+/// Check what `describe` returned against [`descriptor_bounds`], then parse it. Every check is
+/// linear in the descriptor's size, and a refusal names the bound, never the text.
 fn descriptor_from_wit(d: wit::Descriptor) -> Result<Descriptor, AdmissionError> {
+    let bad = |what: String| Err(AdmissionError::BadDescriptor(what));
     let name_ok = !d.name.is_empty()
-        && d.name.len() <= 64
+        && d.name.len() <= bounds::MAX_NAME_BYTES
         && d.name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
     if !name_ok {
-        return Err(AdmissionError::BadDescriptor(format!(
-            "tool name {:?} must be 1-64 characters of a-z, 0-9, '-' and '_'",
-            d.name
-        )));
+        return bad(format!(
+            "tool name {:?} must be 1-{} characters of a-z, 0-9, '-' and '_'",
+            shown(&d.name, bounds::MAX_NAME_BYTES),
+            bounds::MAX_NAME_BYTES
+        ));
+    }
+    let over = |what: &str, actual: usize, limit: usize| {
+        bad(format!("{what} is {actual}; at most {limit} are admitted"))
+    };
+    if d.description.len() > bounds::MAX_DESCRIPTION_BYTES {
+        return over(
+            "the description's size in bytes",
+            d.description.len(),
+            bounds::MAX_DESCRIPTION_BYTES,
+        );
+    }
+    if d.input_schema.len() > bounds::MAX_SCHEMA_BYTES {
+        return over(
+            "the input schema's size in bytes",
+            d.input_schema.len(),
+            bounds::MAX_SCHEMA_BYTES,
+        );
+    }
+    let depth = crate::proposal::nesting_depth(&d.input_schema);
+    if depth > bounds::MAX_SCHEMA_DEPTH {
+        return over(
+            "the input schema's nesting depth",
+            depth,
+            bounds::MAX_SCHEMA_DEPTH,
+        );
+    }
+    let claims = &d.claims.capabilities;
+    if claims.len() > bounds::MAX_CLAIMS {
+        return over(
+            "the number of claimed capabilities",
+            claims.len(),
+            bounds::MAX_CLAIMS,
+        );
+    }
+    let scopes: usize = claims.iter().map(|c| c.scopes.len()).sum();
+    if scopes > bounds::MAX_SCOPES {
+        return over("the number of claimed scopes", scopes, bounds::MAX_SCOPES);
+    }
+    if let Some(longest) = claims
+        .iter()
+        .flat_map(|c| c.scopes.iter().map(String::len).chain([c.name.len()]))
+        .max()
+        .filter(|&n| n > bounds::MAX_SCOPE_BYTES)
+    {
+        return over(
+            "the longest claimed scope in bytes",
+            longest,
+            bounds::MAX_SCOPE_BYTES,
+        );
+    }
+    if d.payload_schemas.len() > bounds::MAX_PAYLOAD_SCHEMAS {
+        return over(
+            "the number of payload schema ids",
+            d.payload_schemas.len(),
+            bounds::MAX_PAYLOAD_SCHEMAS,
+        );
+    }
+    if let Some(longest) = d
+        .payload_schemas
+        .iter()
+        .map(String::len)
+        .max()
+        .filter(|&n| n > bounds::MAX_PAYLOAD_SCHEMA_ID_BYTES)
+    {
+        return over(
+            "the longest payload schema id in bytes",
+            longest,
+            bounds::MAX_PAYLOAD_SCHEMA_ID_BYTES,
+        );
     }
     let input_schema: serde_json::Value = serde_json::from_str(&d.input_schema)
         .map_err(|e| AdmissionError::BadDescriptor(format!("input schema is not JSON: {e}")))?;
@@ -581,5 +719,127 @@ mod tests {
         assert!(!version_accepted("0.3.0"));
         assert!(!version_accepted("1.0.0"));
         assert!(!version_accepted(""));
+    }
+
+    fn descriptor() -> wit::Descriptor {
+        wit::Descriptor {
+            name: "tool".into(),
+            description: "does a thing".into(),
+            input_schema: r#"{"type":"object"}"#.into(),
+            payload_schemas: Vec::new(),
+            claims: wit::Claims {
+                capabilities: Vec::new(),
+                budget: wit::BudgetClaim {
+                    fuel: None,
+                    memory_bytes: None,
+                    wall_time_ms: None,
+                    result_bytes: None,
+                },
+            },
+        }
+    }
+
+    #[test]
+    fn every_descriptor_bound_refuses_with_a_short_reason() {
+        assert!(descriptor_from_wit(descriptor()).is_ok());
+        let claim = |scopes: Vec<String>| wit::CapabilityClaim {
+            name: "clock".into(),
+            scopes,
+        };
+        let huge = "x".repeat(20 << 20);
+        let cases: Vec<(&str, wit::Descriptor)> = vec![
+            (
+                "name",
+                wit::Descriptor {
+                    name: huge.clone(),
+                    ..descriptor()
+                },
+            ),
+            (
+                "description",
+                wit::Descriptor {
+                    description: huge.clone(),
+                    ..descriptor()
+                },
+            ),
+            (
+                "schema size",
+                wit::Descriptor {
+                    input_schema: format!("{{\"description\":\"{huge}\"}}"),
+                    ..descriptor()
+                },
+            ),
+            (
+                "schema depth",
+                wit::Descriptor {
+                    input_schema: format!("{}{}", "[".repeat(1000), "]".repeat(1000)),
+                    ..descriptor()
+                },
+            ),
+            ("claims", {
+                let mut d = descriptor();
+                d.claims.capabilities = (0..200_000).map(|_| claim(Vec::new())).collect();
+                d
+            }),
+            ("scopes", {
+                let mut d = descriptor();
+                d.claims.capabilities = vec![claim(vec!["UTC".into(); 100_000])];
+                d
+            }),
+            ("scope size", {
+                let mut d = descriptor();
+                d.claims.capabilities = vec![claim(vec![huge.clone()])];
+                d
+            }),
+            (
+                "payload schemas",
+                wit::Descriptor {
+                    payload_schemas: vec!["a/1".into(); 10_000],
+                    ..descriptor()
+                },
+            ),
+            (
+                "payload schema id",
+                wit::Descriptor {
+                    payload_schemas: vec![huge.clone()],
+                    ..descriptor()
+                },
+            ),
+        ];
+        for (what, d) in cases {
+            let e = descriptor_from_wit(d).expect_err(what);
+            assert_eq!(e.kind(), "bad_descriptor", "{what}");
+            let Verdict::Refused {
+                stage,
+                reason,
+                retryable,
+                ..
+            } = e.verdict()
+            else {
+                unreachable!()
+            };
+            assert_eq!((stage.as_str(), retryable), ("admission", false));
+            assert!(reason.len() < 300, "{what}: {} bytes", reason.len());
+        }
+    }
+
+    #[test]
+    fn refusal_lists_and_reasons_do_not_grow_with_the_input() {
+        let many = listed((0..100_000).map(|i| format!("wasi:evil/x{i}{}", "y".repeat(10_000))));
+        assert_eq!(many.len(), bounds::MAX_LISTED + 1);
+        assert_eq!(many.last().map(String::as_str), Some("… and 99992 more"));
+        let e = AdmissionError::ForbiddenImports { imports: many };
+        assert!(e.to_string().len() < 4 * 1024, "{}", e.to_string().len());
+        let e = AdmissionError::Compile("z".repeat(10 << 20));
+        let Verdict::Refused { reason, .. } = e.verdict() else {
+            unreachable!()
+        };
+        assert!(
+            reason.len() <= bounds::MAX_REASON_BYTES + 40,
+            "{}",
+            reason.len()
+        );
+        assert!(AdmissionError::CompileHost("no thread".into()).retryable());
+        assert!(!AdmissionError::CompileTimeout { limit_ms: 1 }.retryable());
     }
 }

@@ -274,13 +274,10 @@ impl HostBuilder {
                 let name = tool.name().to_string();
                 match tools.entry(name) {
                     std::collections::btree_map::Entry::Occupied(taken) => {
-                        exam.verdict = Verdict::Refused {
-                            kind: "duplicate_name".into(),
-                            reason: crate::admission::AdmissionError::DuplicateName {
-                                tool: taken.key().clone(),
-                            }
-                            .to_string(),
-                        };
+                        exam.verdict = crate::admission::AdmissionError::DuplicateName {
+                            tool: taken.key().clone(),
+                        }
+                        .verdict();
                     }
                     std::collections::btree_map::Entry::Vacant(slot) => {
                         slot.insert(Arc::new(tool));
@@ -891,6 +888,9 @@ impl Host {
                 let (kept, error) = result::tool_error(e);
                 record.tool_error = Some(kept);
                 record.scrub(scrub);
+                if let Some(kept) = &mut record.tool_error {
+                    kept.cut_to_cap();
+                }
                 record.stop(CallError::from(&error), t.elapsed());
                 record.status = Status::ToolError;
                 return;

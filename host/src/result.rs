@@ -9,18 +9,32 @@ use serde_json::json;
 /// Why the result stage did not accept the tool's return.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ResultError {
-    #[error("the tool returned its own error `{code}`: {message}")]
-    ToolError { code: String, message: String },
+    /// The message itself is kept once, in the record's `tool_error`.
+    #[error("the tool returned its own error `{code}` (its message is in `tool_error`)")]
+    ToolError { code: String },
     #[error("the result is {actual} bytes; the call's limit is {limit}")]
     TooLarge { limit: u64, actual: u64 },
     #[error("the payload claims schema `{schema}` but is not JSON: {reason}")]
     PayloadNotJson { schema: String, reason: String },
+    #[error("the payload nests arrays and objects {depth} deep; at most {limit} are accepted")]
+    PayloadTooDeep { limit: usize, depth: usize },
     #[error("attachment {index} is refused: {reason}")]
     BadAttachment { index: usize, reason: String },
 }
 
 /// Most attachments in one result.
 pub const MAX_ATTACHMENTS: usize = 16;
+
+/// Deepest nesting of arrays and objects in a payload: the bound the proposal stage puts on
+/// arguments, so that every later stage can parse what this one passed.
+pub const MAX_PAYLOAD_DEPTH: usize = crate::proposal::MAX_ARGUMENT_DEPTH;
+
+/// Bytes of a tool error's `code` kept in the record (a code is a short name).
+pub const MAX_TOOL_ERROR_CODE_BYTES: usize = 128;
+
+/// Bytes of a tool error's `message` kept in the record; past it the message is cut, with a
+/// note, and the record keeps the whole message's size and SHA-256.
+pub const MAX_TOOL_ERROR_MESSAGE_BYTES: usize = 16 << 10;
 
 impl StageError for ResultError {
     fn stage(&self) -> Stage {
@@ -32,15 +46,19 @@ impl StageError for ResultError {
             ResultError::ToolError { .. } => "tool_error",
             ResultError::TooLarge { .. } => "result_too_large",
             ResultError::PayloadNotJson { .. } => "payload_not_json",
+            ResultError::PayloadTooDeep { .. } => "payload_too_deep",
             ResultError::BadAttachment { .. } => "bad_attachment",
         }
     }
 
     fn details(&self) -> serde_json::Value {
         match self {
-            ResultError::ToolError { code, .. } => json!({ "code": code }),
+            ResultError::ToolError { code } => json!({ "code": code }),
             ResultError::TooLarge { limit, actual } => json!({ "limit": limit, "actual": actual }),
             ResultError::PayloadNotJson { .. } => serde_json::Value::Null,
+            ResultError::PayloadTooDeep { limit, depth } => {
+                json!({ "limit": limit, "depth": depth })
+            }
             ResultError::BadAttachment { index, .. } => json!({ "index": index }),
         }
     }
@@ -168,6 +186,16 @@ pub fn collect(r: wit::ToolResult, limit: u64) -> Result<ToolResultRecord, Resul
     if actual > limit {
         return Err(ResultError::TooLarge { limit, actual });
     }
+    if let Some(p) = &r.payload {
+        // One linear scan bounds the depth before any parser recurses into it.
+        let depth = crate::proposal::nesting_depth(&p.json);
+        if depth > MAX_PAYLOAD_DEPTH {
+            return Err(ResultError::PayloadTooDeep {
+                limit: MAX_PAYLOAD_DEPTH,
+                depth,
+            });
+        }
+    }
     if let Some(p) = &r.payload
         && let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&p.json)
     {
@@ -223,18 +251,48 @@ pub fn collect(r: wit::ToolResult, limit: u64) -> Result<ToolResultRecord, Resul
     Ok(record)
 }
 
-/// The tool's own error value, kept as returned.
+/// The tool's own error value, kept as returned up to its caps ([`MAX_TOOL_ERROR_CODE_BYTES`],
+/// and [`MAX_TOOL_ERROR_MESSAGE_BYTES`] once [`ToolErrorRecord::cut_to_cap`] ran): a message
+/// over its cap keeps its size and digest here.
 pub fn tool_error(e: wit::ToolError) -> (ToolErrorRecord, ResultError) {
-    (
-        ToolErrorRecord {
-            code: e.code.clone(),
-            message: e.message.clone(),
-        },
-        ResultError::ToolError {
-            code: e.code,
-            message: e.message,
-        },
-    )
+    let code = cut(&e.code, MAX_TOOL_ERROR_CODE_BYTES).0.to_string();
+    let over = e.message.len() > MAX_TOOL_ERROR_MESSAGE_BYTES;
+    let record = ToolErrorRecord {
+        code: code.clone(),
+        message_bytes: over.then_some(e.message.len() as u64),
+        message_sha256: over.then(|| crate::digest::sha256_hex(e.message.as_bytes())),
+        message: e.message,
+    };
+    (record, ResultError::ToolError { code })
+}
+
+/// `text` cut to at most `max` bytes at a character boundary, and whether it was cut.
+pub(crate) fn cut(text: &str, max: usize) -> (&str, bool) {
+    if text.len() <= max {
+        return (text, false);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&text[..end], true)
+}
+
+impl ToolErrorRecord {
+    /// Cut the message to [`MAX_TOOL_ERROR_MESSAGE_BYTES`] (after the scrubber read all of it,
+    /// so that no secret survives as a prefix cut short), with a note saying how much was cut.
+    pub(crate) fn cut_to_cap(&mut self) {
+        let note =
+            |n: usize| format!("… [cut: {n} more bytes; see message_bytes and message_sha256]");
+        // The note fits in what is left of the cap: under 96 bytes.
+        let (kept, was_cut) = cut(&self.message, MAX_TOOL_ERROR_MESSAGE_BYTES - 96);
+        if was_cut && self.message.len() > MAX_TOOL_ERROR_MESSAGE_BYTES {
+            let rest = self.message.len() - kept.len();
+            let mut message = kept.to_string();
+            message.push_str(&note(rest));
+            self.message = message;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -311,6 +369,61 @@ mod tests {
             .map(|_| image("image/png", wit::AttachmentBody::Bytes(vec![1])))
             .collect();
         assert!(collect(result_with(many), 1 << 20).is_err());
+    }
+
+    #[test]
+    fn a_tool_error_over_its_cap_is_cut_once_with_its_size_and_digest() {
+        let message = "é".repeat(MAX_TOOL_ERROR_MESSAGE_BYTES);
+        let (mut kept, error) = tool_error(wit::ToolError {
+            code: "c".repeat(1000),
+            message: message.clone(),
+        });
+        kept.cut_to_cap();
+        assert_eq!(kept.code.len(), MAX_TOOL_ERROR_CODE_BYTES);
+        assert!(
+            kept.message.len() <= MAX_TOOL_ERROR_MESSAGE_BYTES,
+            "{}",
+            kept.message.len()
+        );
+        assert!(kept.message.contains("[cut: "), "a note says it was cut");
+        assert_eq!(kept.message_bytes, Some(message.len() as u64));
+        assert_eq!(
+            kept.message_sha256.as_deref(),
+            Some(crate::digest::sha256_hex(message.as_bytes()).as_str())
+        );
+        // The call error names the code and does not repeat the message.
+        assert!(error.to_string().len() < 300, "{error}");
+        // A message within the cap is kept whole, without the extra fields.
+        let (mut small, _) = tool_error(wit::ToolError {
+            code: "denied".into(),
+            message: "no".into(),
+        });
+        small.cut_to_cap();
+        assert_eq!((small.message.as_str(), small.message_bytes), ("no", None));
+        assert!(!serde_json::to_string(&small).unwrap().contains("sha256"));
+    }
+
+    #[test]
+    fn a_payload_deeper_than_the_argument_bound_is_refused_before_parsing() {
+        let deep = |n: usize| wit::ToolResult {
+            payload: Some(wit::Payload {
+                schema: "x".into(),
+                json: format!("{}{}", "[".repeat(n), "]".repeat(n)),
+            }),
+            markdown: String::new(),
+            evidence: Vec::new(),
+            attachments: Vec::new(),
+        };
+        assert!(collect(deep(MAX_PAYLOAD_DEPTH), 1 << 20).is_ok());
+        let e = collect(deep(100_000), 1 << 20).unwrap_err();
+        assert_eq!(e.kind(), "payload_too_deep");
+        assert_eq!(
+            e,
+            ResultError::PayloadTooDeep {
+                limit: MAX_PAYLOAD_DEPTH,
+                depth: 100_000
+            }
+        );
     }
 
     #[test]

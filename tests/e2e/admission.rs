@@ -3,11 +3,12 @@
 use vak_host::admission::ImportClass;
 use vak_host::capabilities::Capability;
 use vak_host::{HostBuilder, Policy, Proposal, Stage, Status, Verdict};
+use vak_tests::bombs::{compile_bomb, nesting_bomb};
 use vak_tests::{bundled, guest, guests, host_with};
 
 fn refusal(exam: &vak_host::Examination) -> (String, String) {
     match &exam.verdict {
-        Verdict::Refused { kind, reason } => (kind.clone(), reason.clone()),
+        Verdict::Refused { kind, reason, .. } => (kind.clone(), reason.clone()),
         Verdict::Admitted { .. } => panic!("{} was admitted", exam.source),
     }
 }
@@ -226,37 +227,6 @@ async fn a_schema_with_a_remote_ref_is_refused_at_admission() {
     assert!(host.tool("remote-ref").is_none());
 }
 
-/// A component of `functions` core functions, each `groups` × (two reads, a multiply, a write)
-/// over 64 live locals: valid, small on disk, and slow for Cranelift to compile.
-fn compile_bomb(functions: u32, groups: u32) -> Vec<u8> {
-    use wasm_encoder::{
-        CodeSection, Function, FunctionSection, Instruction, Module, ModuleSection, TypeSection,
-        ValType,
-    };
-    let mut types = TypeSection::new();
-    types.ty().function([ValType::I64], [ValType::I64]);
-    let mut funcs = FunctionSection::new();
-    let mut code = CodeSection::new();
-    for _ in 0..functions {
-        funcs.function(0);
-        let mut f = Function::new([(64, ValType::I64)]);
-        for i in 0..groups {
-            f.instruction(&Instruction::LocalGet(1 + i % 64));
-            f.instruction(&Instruction::LocalGet(1 + (i * 7) % 64));
-            f.instruction(&Instruction::I64Mul);
-            f.instruction(&Instruction::LocalSet(1 + (i * 13) % 64));
-        }
-        f.instruction(&Instruction::LocalGet(1));
-        f.instruction(&Instruction::End);
-        code.function(&f);
-    }
-    let mut module = Module::new();
-    module.section(&types).section(&funcs).section(&code);
-    let mut component = wasm_encoder::Component::new();
-    component.section(&ModuleSection(&module));
-    component.finish()
-}
-
 async fn host_with_settings(
     settings: vak_host::EngineSettings,
     sources: &[(&str, Vec<u8>)],
@@ -280,7 +250,8 @@ async fn host_with_settings(
 #[tokio::test(flavor = "multi_thread")]
 async fn a_compile_bomb_is_refused_within_the_compile_bound_and_never_cached() {
     let cache = tempfile::tempdir().unwrap();
-    let bomb = compile_bomb(4, 400_000);
+    // Eight functions of 840 KB each: within the code bounds, so it is compiled (and slowly).
+    let bomb = compile_bomb(8, 120_000);
     let settings = vak_host::EngineSettings {
         compile_timeout: std::time::Duration::from_millis(50),
         cache_dir: Some(cache.path().to_path_buf()),
@@ -337,6 +308,113 @@ async fn a_compile_bomb_is_refused_within_the_compile_bound_and_never_cached() {
         "the bomb's artifact was cached"
     );
     assert_eq!(refusal(&again.examinations()[0]).0, "compile_timeout");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_function_past_the_code_bounds_is_refused_before_anything_compiles_it() {
+    let cache = tempfile::tempdir().unwrap();
+    // One function of 7 MB (as the held-out bomb that took 120 s and 9.3 GB to compile).
+    let bomb = compile_bomb(1, 1_000_000);
+    let settings = vak_host::EngineSettings {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..vak_host::EngineSettings::default()
+    };
+    let host = host_with_settings(settings, &[("bomb", bomb), ("clock", bundled("clock"))]).await;
+    let (kind, reason) = refusal(&host.examinations()[0]);
+    assert_eq!(kind, "code_over_bound", "{reason}");
+    assert!(
+        reason.contains("function body is 7000006 bytes") && reason.contains("1048576"),
+        "{reason}"
+    );
+    match &host.examinations()[0].verdict {
+        Verdict::Refused {
+            stage, retryable, ..
+        } => assert_eq!((stage.as_str(), *retryable), ("admission", false)),
+        Verdict::Admitted { .. } => unreachable!(),
+    }
+    // Only the honest tool was compiled; it is served.
+    assert_eq!(host.runtime().cache().compiles(), 1);
+    assert!(host.tool("clock").is_some(), "{:#?}", host.examinations());
+    let figures = host.examinations()[1]
+        .code
+        .expect("measured before compiling");
+    assert!(figures.max_body_bytes < 1 << 20, "{figures:?}");
+}
+
+/// The peak resident memory of process `pid` so far (`VmHWM`), in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("a VmHWM line");
+    kib * 1024
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_memory_bomb_compiles_under_its_own_ceiling_and_never_refuses_an_honest_tool() {
+    use serde_json::json;
+    let ceiling_mib = 128u64;
+    let bomb = nesting_bomb(4_000, 1_000_000);
+    let policy = "[tools.clock]\ncapabilities.clock = { zones = [\"*\"] }\n";
+    // Every start compiles both (no cache), the bomb beside the honest tool, in worker processes
+    // capped at the ceiling: the honest tool is admitted every time, the server's own peak
+    // memory stays under the ceiling (a compile in this process would take it past: ~200 MB).
+    let runs = 3;
+    let mut admitted = 0;
+    for run in 0..runs {
+        let dir = tempfile::tempdir().unwrap();
+        let memory = ceiling_mib.to_string();
+        let mut server = vak_tests::serve_command(
+            dir.path(),
+            &[("bomb", bomb.clone()), ("clock", bundled("clock"))],
+            policy,
+            &[],
+            std::process::Stdio::null(),
+        );
+        server.args(["--no-cache", "--compile-memory", &memory]);
+        let mut child = server.spawn().expect("vak serve");
+        let pid = child.id().expect("a pid");
+        let mut client =
+            vak_tests::mcp::Client::new(child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        let list = client
+            .request(
+                "tools/list",
+                json!({ "_meta": vak_tests::mcp::stateless_meta() }),
+            )
+            .await;
+        let names: Vec<&str> = list["result"]["tools"]
+            .as_array()
+            .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+            .unwrap_or_default();
+        if names == ["clock"] {
+            admitted += 1;
+        }
+        let peak = peak_rss(pid);
+        eprintln!(
+            "run {run}: tools {names:?}; server peak {} MiB, ceiling {ceiling_mib} MiB",
+            peak >> 20
+        );
+        assert!(peak < ceiling_mib << 20, "{} MiB", peak >> 20);
+        child.kill().await.ok();
+    }
+    assert_eq!(admitted, runs, "the honest tool was admitted every time");
+
+    // And the bomb's verdict says why.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("tools")).unwrap();
+    std::fs::write(dir.path().join("tools/bomb.wasm"), &bomb).unwrap();
+    std::fs::write(dir.path().join("policy.toml"), policy).unwrap();
+    let out = vak_tests::vak_in(dir.path())
+        .args(["--no-cache", "--compile-memory", "128", "tools", "--json"])
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let verdict = &doc["refused"][0]["verdict"];
+    assert_eq!(verdict["kind"], "compile_memory_exceeded", "{doc:#}");
+    assert_eq!(verdict["stage"], "admission");
+    assert_eq!(verdict["retryable"], false);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -8,7 +8,9 @@
 //!
 //! It asserts what must hold under load: every honest call completes; every hostile one ends in
 //! its own typed error; every call is journaled and the chain verifies; the host's resident
-//! memory stays bounded; a full pool answers `busy` (retryable) and the host recovers.
+//! memory stays bounded; a full pool answers `busy` (retryable) and the host recovers. A second
+//! test runs the guests of issue 30 (compile, descriptor, tool-error, record and depth bombs)
+//! beside honest calls and reports the honest calls' latency with and without them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,6 +22,10 @@ use vak_tests::{bundled, guest, guests};
 const POLICY: &str = r#"
 [tools.clock]
 capabilities.clock = { zones = ["*"] }
+
+[tools.bulky]
+capabilities.log = {}
+caps = { memory_bytes = 268_435_456, wall_time_ms = 60_000, fuel = 20_000_000_000, result_bytes = 1_048_576 }
 
 [tools.hostile]
 capabilities.clock = { zones = ["UTC"] }
@@ -233,4 +239,158 @@ async fn thousands_of_mixed_calls_keep_honest_calls_whole_and_memory_bounded() {
     let verified = journal.verify(Some(&host.public_key())).unwrap();
     assert_eq!((verified.records, verified.first_bad), (expected, None));
     eprintln!("journal: {listed} records, chain verified");
+}
+
+/// The 50th and 99th percentiles of `samples`, in milliseconds.
+fn percentiles(samples: &mut [Duration]) -> (f64, f64) {
+    samples.sort();
+    let at = |q: f64| {
+        let i = ((samples.len() as f64 - 1.0) * q).round() as usize;
+        samples.get(i).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    };
+    (at(0.5), at(0.99))
+}
+
+/// Honest `clock` calls from `workers` tasks for `secs` seconds; their latencies.
+async fn honest_latencies(host: &vak_host::Host, workers: u64, secs: f64) -> Vec<Duration> {
+    let until = Instant::now() + Duration::from_secs_f64(secs);
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..workers {
+        let host = host.clone();
+        set.spawn(async move {
+            let mut out = Vec::new();
+            while Instant::now() < until {
+                let t = Instant::now();
+                let r = host.call(Proposal::new("clock", r#"{"zone":"UTC"}"#)).await;
+                assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+                out.push(t.elapsed());
+            }
+            out
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(done) = set.join_next().await {
+        all.extend(done.expect("no honest worker panicked"));
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a load run of several seconds; see the module docs for the command"]
+async fn the_bombs_of_issue_30_beside_honest_calls_leave_them_whole() {
+    let secs: f64 = std::env::var("VAK_LOAD_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5.0);
+    let settings = EngineSettings {
+        // Compiles in worker processes of the vak binary, as `vak serve` does.
+        compile_worker: Some(vak_tests::vak_binary()),
+        compile_memory_bytes: 256 << 20,
+        cache_dir: None,
+        ..EngineSettings::default()
+    };
+    let host = HostBuilder::new()
+        .policy(Policy::parse(POLICY, "load").unwrap())
+        .engine_settings(settings)
+        .component("clock", bundled("clock"))
+        .component("bulky", guest(guests::BULKY))
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(host.tools().count(), 2, "{:#?}", host.examinations());
+
+    // Alone: the honest calls' latency with nothing else running.
+    let mut alone = honest_latencies(&host, 4, secs).await;
+    let (alone_p50, alone_p99) = percentiles(&mut alone);
+
+    // Beside the bombs: admissions of compile and descriptor bombs and calls returning tool
+    // errors of 8 MiB, records at their caps and payloads 100,000 deep, all the while.
+    let until = Instant::now() + Duration::from_secs_f64(secs);
+    let mut bombs = tokio::task::JoinSet::new();
+    let examinations: Vec<(&str, Vec<u8>, &[&str])> = vec![
+        (
+            "code",
+            vak_tests::bombs::compile_bomb(1, 1_000_000),
+            &["code_over_bound"],
+        ),
+        (
+            "memory",
+            vak_tests::bombs::nesting_bomb(4_000, 1_000_000),
+            &["compile_memory_exceeded"],
+        ),
+        (
+            "time",
+            vak_tests::bombs::compile_bomb(8, 120_000),
+            &["compile_timeout", "not_a_tool"],
+        ),
+        (
+            "descriptor",
+            guest(guests::DESCRIPTOR_BOMB),
+            &["bad_descriptor", "describe_failed"],
+        ),
+    ];
+    for (what, bytes, kinds) in examinations {
+        let host = host.clone();
+        bombs.spawn(async move {
+            let mut n = 0u64;
+            while Instant::now() < until {
+                let exam = host.examine(what, &bytes).await;
+                match &exam.verdict {
+                    vak_host::Verdict::Refused { kind, reason, .. } => {
+                        assert!(kinds.contains(&kind.as_str()), "{what}: {kind}: {reason}");
+                        assert!(reason.len() <= 1100, "{what}: {} bytes", reason.len());
+                    }
+                    vak_host::Verdict::Admitted { .. } => panic!("{what} was admitted"),
+                }
+                n += 1;
+            }
+            (what, n)
+        });
+    }
+    for (mode, n, kind) in [
+        ("tool-error", 8u64 << 20, "tool_error"),
+        ("everything", 4 << 20, "tool_error"),
+        ("everything-result", (1 << 20) - 64, "none"),
+        ("deep-payload", 100_000, "payload_too_deep"),
+    ] {
+        let host = host.clone();
+        bombs.spawn(async move {
+            let mut count = 0u64;
+            while Instant::now() < until {
+                let args = format!(r#"{{"mode":"{mode}","n":{n}}}"#);
+                let r = host.call(Proposal::new("bulky", args)).await;
+                let got = r.error.as_ref().map_or("none", |e| e.kind.as_str());
+                assert_eq!(got, kind, "{mode}");
+                // Measured off the runtime's threads, which the honest calls share.
+                let max = vak_host::record::max_record_bytes(&r.limits.unwrap());
+                let size = tokio::task::spawn_blocking(move || {
+                    serde_json::to_string(&r).unwrap().len() as u64
+                })
+                .await
+                .unwrap();
+                assert!(size <= max, "{mode}: {size} > {max}");
+                count += 1;
+            }
+            (mode, count)
+        });
+    }
+    let mut beside = honest_latencies(&host, 4, secs).await;
+    let mut ran = Vec::new();
+    while let Some(done) = bombs.join_next().await {
+        ran.push(done.expect("no bomb task panicked"));
+    }
+    let (beside_p50, beside_p99) = percentiles(&mut beside);
+    eprintln!("bombs (runs each): {ran:?}");
+    eprintln!(
+        "honest clock calls alone: {} calls, p50 {alone_p50:.2} ms, p99 {alone_p99:.2} ms",
+        alone.len()
+    );
+    eprintln!(
+        "honest clock calls beside the bombs: {} calls, p50 {beside_p50:.2} ms, p99 {beside_p99:.2} ms \
+         (p50 {:.1}x, p99 {:.1}x)",
+        beside.len(),
+        beside_p50 / alone_p50.max(1e-9),
+        beside_p99 / alone_p99.max(1e-9)
+    );
+    assert!(!beside.is_empty(), "honest calls ran beside the bombs");
 }

@@ -455,7 +455,7 @@ async fn a_table_with_a_huge_minimum_is_refused_at_admission_and_the_rest_is_ser
         .iter()
         .find(|e| e.source == "table_bomb")
         .expect("examined");
-    let vak_host::Verdict::Refused { kind, reason } = &exam.verdict else {
+    let vak_host::Verdict::Refused { kind, reason, .. } = &exam.verdict else {
         panic!("admitted: {exam:?}");
     };
     assert_eq!(kind, "compile_failed");

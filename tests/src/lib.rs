@@ -1,6 +1,7 @@
 //! Helpers for vak's end-to-end tests: the guest components built for them, and hosts set up
 //! with a private AOT cache.
 
+pub mod bombs;
 pub mod http_mcp;
 
 /// Paths of the test guest components (built by `build.rs`).

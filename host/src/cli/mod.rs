@@ -55,6 +55,14 @@ struct Cli {
     /// Compile every component at start; read and write no cache.
     #[arg(long, global = true)]
     no_cache: bool,
+    /// How long one component's compile may take, in seconds, from its start (a compile waiting
+    /// for its place is not timed); past it the component is refused [default: 120].
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    compile_timeout: Option<u64>,
+    /// Memory one compile (a worker process) may hold, in MiB; past it the component is
+    /// refused [default: 2048].
+    #[arg(long, global = true, value_name = "MIB", value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
+    compile_memory: Option<u64>,
     /// Where vak keeps its state (revocations) [default: $VAK_STATE_DIR, else ~/.local/state/vak].
     #[arg(long, global = true, value_name = "DIR")]
     state_dir: Option<PathBuf>,
@@ -341,6 +349,11 @@ enum RevokeWhat {
 }
 
 pub fn main() -> ExitCode {
+    // A compile worker this binary started for itself: no CLI, no runtime, no logging.
+    let mut args = std::env::args();
+    if args.nth(1).as_deref() == Some(vak_host::dispatch::compile::WORKER_ARG) {
+        return vak_host::dispatch::compile::worker_main(args);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -580,6 +593,29 @@ fn open_revocations(state: Option<&PathBuf>) -> Result<Revocations, String> {
 }
 
 /// The host the global options describe.
+/// The engine settings of the `vak` command: the defaults, with every compile in a worker
+/// process of this same binary (memory capped, killed at its timeout).
+fn engine_settings() -> vak_host::EngineSettings {
+    let worker = std::env::current_exe()
+        .inspect_err(
+            |e| tracing::warn!(error = %e, "cannot find this program; compiling in this process"),
+        )
+        .ok();
+    let defaults = vak_host::EngineSettings::default();
+    let (timeout, memory) = COMPILE_BOUNDS.get().copied().unwrap_or_default();
+    vak_host::EngineSettings {
+        compile_worker: worker,
+        compile_timeout: timeout
+            .map(std::time::Duration::from_secs)
+            .unwrap_or(defaults.compile_timeout),
+        compile_memory_bytes: memory.map_or(defaults.compile_memory_bytes, |mib| mib << 20),
+        ..defaults
+    }
+}
+
+/// `--compile-timeout` and `--compile-memory`, set once from the command line.
+static COMPILE_BOUNDS: std::sync::OnceLock<(Option<u64>, Option<u64>)> = std::sync::OnceLock::new();
+
 // One argument per global option the commands share; a struct would only rename them.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn build_host(
@@ -592,6 +628,7 @@ pub(crate) async fn build_host(
     approver: Option<std::sync::Arc<dyn vak_host::approval::Approver>>,
 ) -> Result<Host, String> {
     let mut builder = HostBuilder::new()
+        .engine_settings(engine_settings())
         .policy(policy.unwrap_or_else(Policy::default_policy))
         .store(store);
     if let Some(key) = key {
@@ -642,7 +679,9 @@ async fn build(
         },
         None => Policy::deny_all(),
     };
-    let mut builder = HostBuilder::new().policy(policy);
+    let mut builder = HostBuilder::new()
+        .engine_settings(engine_settings())
+        .policy(policy);
     if no_cache {
         builder = builder.cache_dir(None);
     } else if let Some(dir) = cache_dir {
@@ -676,6 +715,7 @@ async fn build(
 }
 
 async fn run(cli: Cli) -> ExitCode {
+    let _ = COMPILE_BOUNDS.set((cli.compile_timeout, cli.compile_memory));
     let policy = match &cli.policy {
         Some(path) => match Policy::load(path) {
             Ok(p) => Some(p),

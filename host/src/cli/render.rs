@@ -297,7 +297,7 @@ pub fn examination(e: &Examination, policy: &Policy) -> String {
                 }
             );
         }
-        Verdict::Refused { kind, reason } => {
+        Verdict::Refused { kind, reason, .. } => {
             let _ = writeln!(out, "  REFUSED [{kind}]: {}", neutralise_line(reason));
         }
     }
@@ -345,7 +345,7 @@ pub fn tools(host: &Host) -> String {
         }
     }
     for e in host.examinations() {
-        if let Verdict::Refused { kind, reason } = &e.verdict {
+        if let Verdict::Refused { kind, reason, .. } = &e.verdict {
             let _ = writeln!(
                 out,
                 "refused: {} [{kind}]: {}",

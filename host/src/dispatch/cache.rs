@@ -2,11 +2,12 @@
 //! configuration); later starts deserialize the artifact instead of compiling.
 
 use super::engine::RuntimeError;
+use crate::admission::AdmissionError;
 use crate::digest::{Sha256Hasher, sha256_hex};
 use sha2::Digest;
 use std::hash::Hash;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -17,15 +18,6 @@ pub struct AotCache {
     engine_key: String,
     compiles: AtomicU64,
     hits: AtomicU64,
-}
-
-/// How a component was obtained, for logs and tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    /// Compiled now (and written to the cache, if there is one).
-    Compiled,
-    /// Deserialized from the cache; nothing was compiled.
-    Cached,
 }
 
 impl AotCache {
@@ -55,9 +47,15 @@ impl AotCache {
         })
     }
 
-    /// Components compiled by this process.
+    /// Compiles this host ran to their end (in this process or in its compile worker), kept or
+    /// not: an abandoned in-process compile counts once it ends.
     pub fn compiles(&self) -> u64 {
         self.compiles.load(Ordering::Relaxed)
+    }
+
+    /// Count one compile that ended (kept or abandoned).
+    pub(crate) fn count_compile(&self) {
+        self.compiles.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Components loaded from the cache by this process.
@@ -75,56 +73,50 @@ impl AotCache {
         self.dir.as_ref().map(|d| d.join(format!("{key}.cwasm")))
     }
 
-    /// The compiled component for `bytes` (whose SHA-256 is `digest`). When `abandoned` is set
-    /// by the time a compile ends (admission stopped waiting for it), its artifact is dropped,
-    /// not cached: a component refused for its compile time must not be admitted next start.
-    pub(crate) fn load_or_compile(
-        &self,
-        engine: &Engine,
-        bytes: &[u8],
-        digest: &str,
-        abandoned: &AtomicBool,
-    ) -> wasmtime::Result<(Component, Origin)> {
-        let path = self.path_for(digest);
+    /// The component compiled earlier for `digest`, if the cache holds a usable artifact.
+    pub(crate) fn load(&self, engine: &Engine, component_digest: &str) -> Option<Component> {
+        let path = self.path_for(component_digest)?;
         // Read the artifact into memory rather than mapping the file: a file truncated or
         // rewritten in place by someone else then cannot fault pages under a running instance.
-        if let Some(path) = &path
-            && let Ok(artifact) = std::fs::read(path)
-        {
-            // SAFETY: `deserialize` trusts the artifact to be the output of
-            // `Engine::precompile_component` for a compatible engine, since it becomes native
-            // code. The file lives in the host's own cache directory, which `prepare_dir` created
-            // with mode 0700 and checked to be owned by this user and writable by no one else; its
-            // name binds the component digest and the engine fingerprint; and wasmtime checks the
-            // artifact's header against this engine before using it.
-            match unsafe { Component::deserialize(engine, &artifact) } {
-                Ok(component) => {
-                    self.hits.fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(digest, path = %path.display(), "component loaded from the AOT cache");
-                    return Ok((component, Origin::Cached));
-                }
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "unusable AOT artifact; recompiling");
-                }
+        let artifact = std::fs::read(&path).ok()?;
+        // SAFETY: `deserialize` trusts the artifact to be the output of
+        // `Engine::precompile_component` for a compatible engine, since it becomes native
+        // code. The file lives in the host's own cache directory, which `prepare_dir` created
+        // with mode 0700 and checked to be owned by this user and writable by no one else; its
+        // name binds the component digest and the engine fingerprint; and wasmtime checks the
+        // artifact's header against this engine before using it.
+        match unsafe { Component::deserialize(engine, &artifact) } {
+            Ok(component) => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(digest = component_digest, path = %path.display(), "component loaded from the AOT cache");
+                Some(component)
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "unusable AOT artifact; recompiling");
+                None
             }
         }
-        let started = std::time::Instant::now();
-        let artifact = engine.precompile_component(bytes)?;
-        self.compiles.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(
-            digest,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "component compiled"
-        );
-        if abandoned.load(Ordering::Acquire) {
-            wasmtime::bail!("compiled after admission stopped waiting; artifact dropped");
+    }
+
+    /// The component of `artifact`, just compiled for `digest` by this host (in this process
+    /// or in its compile worker), written to the cache when there is one.
+    pub(crate) fn keep(
+        &self,
+        engine: &Engine,
+        component_digest: &str,
+        artifact: &[u8],
+    ) -> Result<Component, AdmissionError> {
+        // SAFETY: `artifact` is the output of `precompile_component` for this engine's
+        // configuration, made just now by this process or by the compile worker this host
+        // started (the program the operator named, given this engine's settings); wasmtime
+        // checks its header against this engine before using it.
+        // Refused here: what this engine's pools cannot hold (a table of 50 million elements).
+        let component = unsafe { Component::deserialize(engine, artifact) }
+            .map_err(|e| AdmissionError::Compile(format!("{e:#}")))?;
+        if let Some(path) = self.path_for(component_digest) {
+            write_atomically(&path, artifact);
         }
-        if let Some(path) = &path {
-            write_atomically(path, &artifact);
-        }
-        // SAFETY: `artifact` was produced just now by `precompile_component` on this same engine.
-        let component = unsafe { Component::deserialize(engine, &artifact)? };
-        Ok((component, Origin::Compiled))
+        Ok(component)
     }
 }
 

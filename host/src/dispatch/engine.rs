@@ -29,9 +29,23 @@ pub struct EngineSettings {
     /// The largest component admission will compile, in bytes; a larger one is refused as
     /// `too_large` before any parsing.
     pub max_component_bytes: usize,
-    /// How long admission waits for one component to compile before it refuses it as
-    /// `compile_timeout`.
+    /// How long one component's compile may take, from the moment it starts (a compile waiting
+    /// for its place is not timed), before admission refuses it as `compile_timeout`.
     pub compile_timeout: std::time::Duration,
+    /// What a component's code may ask of the compiler; past it the component is refused before
+    /// it compiles (`code_over_bound`).
+    pub code_limits: super::code::CodeLimits,
+    /// The program that compiles components in a process of its own (run as
+    /// `PROGRAM __vak-compile-worker …`, see [`super::compile::worker_main`]): its memory is
+    /// capped at `compile_memory_bytes` and it is killed at `compile_timeout`. `None` compiles
+    /// in this process, on threads of the compile's own, where the timeout stops the wait but
+    /// not the compile. The `vak` binary names itself.
+    pub compile_worker: Option<std::path::PathBuf>,
+    /// The data segment a compile worker may hold; past it the component is refused as
+    /// `compile_memory_exceeded`.
+    pub compile_memory_bytes: u64,
+    /// Compiles that may run at once; one more waits for a place (untimed).
+    pub max_concurrent_compiles: usize,
     /// Linear memory (and 1/16 of it in tables, at most 1 MiB) a pool slot keeps resident after
     /// a call, reset in place: the next call in the slot runs on those pages without faulting
     /// them in (`vak bench`: see docs/PERFORMANCE.md for what it buys). The price: after a
@@ -52,6 +66,12 @@ impl Default for EngineSettings {
             // A 12 MB JavaScript (StarlingMonkey) component took 36 s to compile on a loaded
             // 2-core machine here: two minutes bounds a hostile compile and admits honest ones.
             compile_timeout: std::time::Duration::from_secs(120),
+            code_limits: super::code::CodeLimits::default(),
+            compile_worker: None,
+            // The largest honest compile measured here peaked at 0.56 GB resident (a 12 MB
+            // JavaScript component; SECURITY.md, "Compile bounds").
+            compile_memory_bytes: 2 << 30,
+            max_concurrent_compiles: 2,
             keep_resident_bytes: KEEP_RESIDENT,
         }
     }
@@ -152,6 +172,8 @@ pub struct Runtime {
     pub(crate) ticker: EpochTicker,
     pub(crate) settings: EngineSettings,
     pub(crate) instances: std::sync::atomic::AtomicU64,
+    /// Places for compiles that run at once (`max_concurrent_compiles`).
+    pub(crate) compiles: Arc<tokio::sync::Semaphore>,
 }
 
 impl Runtime {
@@ -162,7 +184,11 @@ impl Runtime {
         let cache = Arc::new(AotCache::open(&engine, settings.cache_dir.clone())?);
         let ticker = EpochTicker::start(engine.clone());
         let linkers = Linkers::default();
+        let compiles = Arc::new(tokio::sync::Semaphore::new(
+            settings.max_concurrent_compiles.max(1),
+        ));
         Ok(Runtime {
+            compiles,
             engine,
             cache,
             linkers,

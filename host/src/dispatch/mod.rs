@@ -4,11 +4,15 @@
 //! instantiates from a pre-linked `InstancePre`:
 //! - [`engine`]: the wasmtime engine (pooling allocator, fuel, epoch interruption) and its ticker;
 //! - [`cache`]: the on-disk AOT cache keyed by component digest and engine fingerprint;
+//! - [`code`]: what a component asks of the compiler, measured and bounded before it compiles;
+//! - [`compile`]: each compile with its own threads (or process), memory and time bounds;
 //! - [`linker`]: one linker per grant set (only granted capabilities are linked);
 //! - [`state`]: the per-call store state: locked-down WASI, limiter, captured stdio, broker;
 //! - [`run`]: one call, and the typed error for every way it can end in the sandbox.
 
 pub mod cache;
+pub mod code;
+pub mod compile;
 pub mod engine;
 pub mod linker;
 pub mod run;
