@@ -1012,7 +1012,7 @@ impl Host {
             .find(named)
             .map(|e| &e.verdict)
         {
-            Some(Verdict::Refused { kind, reason }) => ProposalError::NotAdmitted {
+            Some(Verdict::Refused { kind, reason, .. }) => ProposalError::NotAdmitted {
                 name: name.to_string(),
                 admission_kind: kind.clone(),
                 reason: reason.clone(),

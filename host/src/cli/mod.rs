@@ -1086,7 +1086,7 @@ async fn serve(
     use vak_host::mcp;
     // A client sees only the tools served: the refused ones, and why, are said here.
     for e in host.examinations() {
-        if let vak_host::Verdict::Refused { kind, reason } = &e.verdict {
+        if let vak_host::Verdict::Refused { kind, reason, .. } = &e.verdict {
             say_err!(
                 "vak serve: not serving {} [{kind}]: {}",
                 render::neutralise_line(&e.source),
