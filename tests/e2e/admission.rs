@@ -66,7 +66,10 @@ async fn a_claim_the_policy_does_not_grant_is_refused() {
     assert_eq!(refusal(&host.examinations()[0]).0, "not_in_policy");
     let r = host.call(Proposal::new("clock", r#"{"zone":"UTC"}"#)).await;
     assert_eq!((r.status, r.stage), (Status::Refused, Stage::Proposal));
-    assert_eq!(r.error.unwrap().kind, "unknown_tool");
+    // Loaded but refused: the call says why (not "no such tool").
+    let e = r.error.unwrap();
+    assert_eq!(e.kind, "tool_not_admitted");
+    assert_eq!(e.details["admission_kind"], "not_in_policy");
 }
 
 #[tokio::test(flavor = "multi_thread")]
