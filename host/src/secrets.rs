@@ -390,6 +390,10 @@ const MIN_SCRUB_LEN: usize = 4;
 /// [`MIN_SCRUB_LEN`] bytes.
 const MIN_FORM_LEN: usize = 8;
 
+/// How many layers of escaping are undone, one kind over another (a quoted-printable form
+/// percent-encoded into a URL is two).
+const MAX_LAYERS: usize = 2;
+
 /// How many leading bytes of a form the automaton holds. A match of them is followed through
 /// the rest of the form byte by byte, so the automaton's size does not grow with a value's
 /// length (a 2.6 MB key costs no more to build than a 64-byte one), and a text holding only
@@ -737,25 +741,37 @@ impl Scrubber {
         if !self.active() {
             return hits;
         }
-        self.scan(text, &mut |s, e, value| {
-            hits.push(Hit {
-                start: s,
-                end: e,
-                value,
-            })
+        self.scan_layers(text, MAX_LAYERS, None, &mut |start, end, value| {
+            hits.push(Hit { start, end, value })
         });
+        hits
+    }
+
+    /// Scan `bytes`, then each view of it that decodes something, down to `layers` layers of
+    /// escaping (a form percent-encoded into a URL is two), each kind once on a path; `found`
+    /// gets spans of `bytes`.
+    fn scan_layers(
+        &self,
+        bytes: &[u8],
+        layers: usize,
+        above: Option<views::Kind>,
+        found: &mut dyn FnMut(usize, usize, usize),
+    ) {
+        self.scan(bytes, found);
+        if layers == 0 {
+            return;
+        }
         for kind in views::KINDS {
-            if kind == views::Kind::Form && !self.space {
+            if Some(kind) == above || (kind == views::Kind::Form && !self.space) {
                 continue;
             }
-            if let Some(view) = views::view(kind, text) {
-                self.scan(&view.bytes, &mut |s, e, value| {
+            if let Some(view) = views::view(kind, bytes) {
+                self.scan_layers(&view.bytes, layers - 1, Some(kind), &mut |s, e, value| {
                     let (start, end) = view.source(s, e);
-                    hits.push(Hit { start, end, value });
+                    found(start, end, value);
                 });
             }
         }
-        hits
     }
 
     /// Run both automata over `bytes`, following each match through its whole form.
@@ -1181,7 +1197,16 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join("\r\n")
         };
+        // Two layers: quoted-printable carried percent-encoded in a URL.
+        let qp_in_url: String = qp_soft
+            .bytes()
+            .map(|b| match b {
+                b'=' | b'\r' | b'\n' => format!("%{b:02X}"),
+                _ => (b as char).to_string(),
+            })
+            .collect();
         for form in [
+            qp_in_url,
             hex_lower,
             hex_mixed,
             every_byte_escaped,
