@@ -737,6 +737,12 @@ impl Host {
                     // The person reads the arguments with any secret value redacted.
                     arguments: scrub.redact(&proposal.arguments).0,
                     arguments_sha256: record.arguments_digest.clone(),
+                    // What the person reads first: where the call can send requests.
+                    reach: tool
+                        .grant
+                        .http()
+                        .map(|h| h.origins.iter().map(|o| o.text.clone()).collect())
+                        .unwrap_or_default(),
                     grant_sha256: crate::digest::sha256_hex(format!("{:?}", tool.grant).as_bytes()),
                     timeout: std::time::Duration::from_millis(tool.grant.approval_timeout_ms),
                 },
