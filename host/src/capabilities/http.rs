@@ -480,7 +480,7 @@ fn leak_check(
         found.extend(scrub.labels_in(h.name.as_bytes()));
         found.extend(scrub.labels_in(h.value.as_bytes()));
     }
-    if let Some(body) = body {
+    if let Some(body) = body.filter(|b| !b.is_empty()) {
         found.extend(scrub.labels_in(body));
         let coded = headers
             .iter()
@@ -548,10 +548,11 @@ fn guard_response(
             .map(|h| h.value.as_str()),
     )
     .map_err(refused)?;
-    if !codings.is_empty() {
+    if !codings.is_empty() && !response.body.is_empty() {
         let decoded = coding::decode(&response.body, &codings, limit).map_err(refused)?;
-        if scrub.finds(&decoded) {
-            response.body = decoded;
+        let (clean, n) = scrub.redact_bytes(&decoded);
+        if n.replaced > 0 {
+            response.body = clean;
             response.headers.retain(|h| {
                 !h.name.eq_ignore_ascii_case("content-encoding")
                     && !h.name.eq_ignore_ascii_case("content-length")
@@ -564,10 +565,11 @@ fn guard_response(
             "the response from {origin} is gzip data that holds the value of a credential; it is \
              not handed over"
         )));
-    }
-    let (body, n) = scrub.redact_bytes(&response.body);
-    if n.replaced > 0 {
-        response.body = body;
+    } else {
+        let (clean, n) = scrub.redact_bytes(&response.body);
+        if n.replaced > 0 {
+            response.body = clean;
+        }
     }
     for h in &mut response.headers {
         h.name = scrub.redact(&h.name).0;
@@ -772,7 +774,64 @@ impl Broker {
 
 #[cfg(test)]
 mod tests {
-    use super::internal;
+    use super::{Header, Response, guard_response, internal, without_param};
+    use crate::secrets::{Scrubber, SecretValue};
+
+    fn response(headers: &[(&str, &str)], body: &[u8]) -> Response {
+        Response {
+            status: 200,
+            headers: headers
+                .iter()
+                .map(|(n, v)| Header {
+                    name: n.to_string(),
+                    value: v.to_string(),
+                })
+                .collect(),
+            body: body.to_vec(),
+            sha256: String::new(),
+            final_url: "http://a.example/p?k=sk-123456789".into(),
+            receipt: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_response_is_handed_over_redacted_or_refused_when_it_cannot_be_checked() {
+        let scrub = Scrubber::new([&SecretValue::new("sk-123456789")]);
+        let mut r = response(&[("x-sk-123456789", "v sk-123456789")], b"a sk-123456789 b");
+        guard_response(&scrub, &mut r, "http://a.example", 1000).unwrap();
+        assert_eq!(r.headers[0].name, "x-[redacted]");
+        assert_eq!(r.headers[0].value, "v [redacted]");
+        assert_eq!(r.body, b"a [redacted] b");
+        assert_eq!(r.final_url, "http://a.example/p?k=[redacted]");
+        // A coded empty body (HEAD, 204) has nothing to decode.
+        let mut r = response(&[("Content-Encoding", "gzip")], b"");
+        guard_response(&scrub, &mut r, "http://a.example", 1000).unwrap();
+        // A coding the host cannot decode is refused, naming the origin only.
+        let mut r = response(&[("Content-Encoding", "zstd")], b"...");
+        let e = guard_response(&scrub, &mut r, "http://a.example", 1000).unwrap_err();
+        assert!(format!("{e:?}").contains("http://a.example"), "{e:?}");
+        // Without a credential in the grant, nothing is touched.
+        let mut r = response(&[("Content-Encoding", "zstd")], b"sk-123456789");
+        guard_response(&Scrubber::none(), &mut r, "http://a.example", 1000).unwrap();
+        assert_eq!(r.body, b"sk-123456789");
+    }
+
+    #[test]
+    fn the_injected_parameter_is_removed_from_a_redirect_and_nothing_else() {
+        let u = url::Url::parse("http://a.example/d/?api_key=V&x=1&api_key=W").unwrap();
+        assert_eq!(
+            without_param(&u, "api_key").as_str(),
+            "http://a.example/d/?x=1"
+        );
+        let u = url::Url::parse("http://a.example/d/?api_key=V").unwrap();
+        assert_eq!(without_param(&u, "api_key").as_str(), "http://a.example/d/");
+        let u = url::Url::parse("http://a.example/d/?key=%20V").unwrap();
+        assert_eq!(
+            without_param(&u, "api_key"),
+            u,
+            "untouched without the parameter"
+        );
+    }
 
     #[test]
     fn internal_addresses_in_all_their_spellings() {
