@@ -865,3 +865,52 @@ async fn vak_call_and_audit_show_print_no_value() {
         "{out}"
     );
 }
+
+/// The figure docs/secrets.md quotes: a call whose grant binds a 2.6 MB value, fetching the other
+/// origin (the old broker rebuilt its leak scrubber at every such hop). A measurement, not a
+/// check: `cargo test -p vak-tests --test secrets -- --ignored --nocapture cost`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a measurement, not a check"]
+async fn cost_of_a_large_credential_per_call() {
+    let mut x: u64 = 0x9e3779b97f4a7c15;
+    let value: String = (0..2_600_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(b'!' + (x % 94) as u8)
+        })
+        .collect();
+    let value: &'static str = Box::leak(value.into_boxed_str());
+    let other = serve(|_, _| ("200 OK", vec![], b"ok".to_vec()));
+    let o = other.port;
+    let policy = format!(
+        r#"
+[tools.fetcher.capabilities.http]
+origins = ["http://localhost:{o}", "http://127.0.0.1:9"]
+allow_addresses = ["127.0.0.1", "::1"]
+[tools.fetcher.capabilities.http.credentials.big]
+secret = "big"
+audience = ["http://127.0.0.1:9"]
+"#
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let host = HostBuilder::new()
+        .policy(Policy::parse(&policy, "test").unwrap())
+        .cache_dir(Some(cache.path().to_path_buf()))
+        .secrets(Arc::new(vak_tests::OneSecret { name: "big", value }))
+        .component("fetcher", guest(guests::FETCHER))
+        .build()
+        .await
+        .unwrap();
+    let args = json!({ "url": format!("http://localhost:{o}/x") }).to_string();
+    for round in 0..3 {
+        let t = std::time::Instant::now();
+        let r = host.call(Proposal::new("fetcher", args.clone())).await;
+        assert_eq!(r.status, Status::Completed, "{:?}", r.error);
+        eprintln!(
+            "call {round}: {:?} (one hop to a non-audience origin)",
+            t.elapsed()
+        );
+    }
+}
