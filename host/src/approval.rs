@@ -55,8 +55,11 @@ pub struct ApprovalRequest {
     pub scope: ApprovalScope,
     /// SHA-256 of the argument text as proposed.
     pub arguments_sha256: String,
-    /// The arguments, for the person to read.
+    /// The arguments, for the person to read (any secret value a grant binds redacted).
     pub arguments: String,
+    /// What the call can reach: the origins its `http` grant allows (as the policy wrote them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reach: Vec<String>,
     /// SHA-256 of the tool's grant as the policy compiled it.
     pub grant_sha256: String,
     /// SHA-256 over tool, principal, scope, arguments digest and grant digest.
@@ -93,6 +96,7 @@ impl ApprovalRequest {
             scope,
             arguments_sha256: call.arguments_sha256.clone(),
             arguments: call.arguments.clone(),
+            reach: call.reach.clone(),
             grant_sha256: call.grant_sha256.clone(),
             binding,
             asked_at: now.to_string(),
@@ -119,27 +123,177 @@ impl ApprovalRequest {
         }
     }
 
-    /// The question in a few lines, for a person.
+    /// The question for a person, with the arguments shown whole when they are at most
+    /// [`PROMPT_ARGUMENT_BYTES`] long, and otherwise summarised: their first bytes, how many
+    /// are not shown, and where to read them (`see`). See [`ApprovalRequest::prompt_with`].
     pub fn prompt(&self) -> String {
-        let mut arguments = self.arguments.clone();
-        if arguments.len() > 2000 {
-            let mut end = 2000;
-            while !arguments.is_char_boundary(end) {
-                end -= 1;
-            }
-            arguments.truncate(end);
-            arguments.push_str(" …");
+        self.prompt_with(
+            PROMPT_ARGUMENT_BYTES,
+            "the arguments of this call as they were proposed",
+        )
+    }
+
+    /// The question for a person. First what the call can reach (the origins its grant
+    /// allows) and every URL in its arguments with its host; then the principal and the
+    /// arguments, shown whole when they are at most `limit` bytes, else their first `limit`
+    /// bytes and `N bytes not shown; see {see}`, with the SHA-256 the approval binds. Never cut
+    /// silently. Every text a tool, a model or a policy wrote is neutralised
+    /// ([`crate::projection::neutralise`]): no control, bidi or other format character acts on
+    /// the screen, and no line of the arguments can pass for a line of the prompt (each is
+    /// indented).
+    pub fn prompt_with(&self, limit: usize, see: &str) -> String {
+        use crate::projection::{neutralise, neutralise_line};
+        use std::fmt::Write as _;
+        let mut out = format!(
+            "vak: tool `{}` asks for approval of {}\n",
+            neutralise_line(&self.tool),
+            neutralise_line(&self.scope.to_string())
+        );
+        if self.reach.is_empty() {
+            out.push_str("  can reach: no network origin\n");
+        } else {
+            let _ = writeln!(
+                out,
+                "  can reach: {}",
+                self.reach
+                    .iter()
+                    .map(|o| neutralise_line(o))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
         }
-        format!(
-            "vak: tool `{}` asks for approval of {}\n  principal: {}\n  arguments: {}\n  call {} · approval {} · expires {}",
-            self.tool,
-            self.scope,
-            self.principal.as_deref().unwrap_or("(none)"),
-            arguments,
-            self.call_id,
+        let urls = urls_in(&self.arguments);
+        if urls.is_empty() {
+            out.push_str("  URLs in the arguments: none\n");
+        } else {
+            let _ = writeln!(out, "  URLs in the arguments ({}):", urls.len());
+            for url in urls.iter().take(MAX_PROMPT_URLS) {
+                let host = url::Url::parse(url)
+                    .ok()
+                    .and_then(|u| u.host_str().map(str::to_string))
+                    .unwrap_or_else(|| "(no host)".into());
+                let shown = cut(url, MAX_PROMPT_URL_BYTES);
+                let rest = url.len() - shown.len();
+                let _ = write!(
+                    out,
+                    "    - host {}: {}",
+                    neutralise_line(&host),
+                    neutralise_line(shown)
+                );
+                if rest > 0 {
+                    let _ = write!(out, " … ({rest} more bytes of this URL not shown)");
+                }
+                out.push('\n');
+            }
+            if urls.len() > MAX_PROMPT_URLS {
+                let _ = writeln!(
+                    out,
+                    "    … and {} more URLs not shown; see {see}",
+                    urls.len() - MAX_PROMPT_URLS
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "  principal: {}",
+            neutralise_line(self.principal.as_deref().unwrap_or("(none)"))
+        );
+        let _ = writeln!(
+            out,
+            "  arguments ({} bytes, SHA-256 {}):",
+            self.arguments.len(),
+            self.arguments_sha256
+        );
+        let shown = cut(&self.arguments, limit);
+        for line in neutralise(shown).lines() {
+            let _ = writeln!(out, "    {line}");
+        }
+        let hidden = self.arguments.len() - shown.len();
+        if hidden > 0 {
+            let _ = writeln!(
+                out,
+                "    … {hidden} bytes not shown; see {see} (SHA-256 {}). Deny unless you know them.",
+                self.arguments_sha256
+            );
+        }
+        let _ = write!(
+            out,
+            "  call {} · approval {} · expires {}",
+            neutralise_line(&self.call_id),
             self.id,
             self.expires_at
-        )
+        );
+        out
+    }
+}
+
+/// Arguments longer than this are summarised in a prompt (see [`ApprovalRequest::prompt_with`]).
+pub const PROMPT_ARGUMENT_BYTES: usize = 16 * 1024;
+/// The most URLs a prompt lists one by one.
+const MAX_PROMPT_URLS: usize = 20;
+/// The most bytes of one URL a prompt shows.
+const MAX_PROMPT_URL_BYTES: usize = 300;
+
+/// The longest prefix of `text` of at most `limit` bytes that ends on a character boundary.
+fn cut(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Every URL (`scheme://…`) in `arguments`, in order, each once: searched in every string of
+/// the arguments read as JSON (so `https:\/\/` and `\u` escapes hide nothing), or in the text
+/// itself if it is not JSON. Linear in the text; at most 1,000 are kept.
+fn urls_in(arguments: &str) -> Vec<String> {
+    let mut texts = Vec::new();
+    match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(v) => strings_of(&v, &mut texts),
+        Err(_) => texts.push(arguments.to_string()),
+    }
+    let mut urls: Vec<String> = Vec::new();
+    for text in &texts {
+        let bytes = text.as_bytes();
+        let mut from = 0;
+        while let Some(i) = text[from..].find("://").map(|i| i + from) {
+            let start = text[..i]
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+                .map_or(0, |p| p + 1);
+            let end = text[i + 3..]
+                .find(|c: char| {
+                    c.is_whitespace() || c.is_control() || matches!(c, '"' | '\'' | '<' | '>' | '`')
+                })
+                .map_or(text.len(), |p| p + i + 3);
+            if start < i && end > i + 3 {
+                let url = &text[start..end];
+                if !urls.iter().any(|u| u == url) && urls.len() < 1000 {
+                    urls.push(url.to_string());
+                }
+            }
+            from = end.max(i + 3);
+            if from >= bytes.len() {
+                break;
+            }
+        }
+    }
+    urls
+}
+
+fn strings_of(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::String(s) => out.push(s.clone()),
+        serde_json::Value::Array(items) => items.iter().for_each(|v| strings_of(v, out)),
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                out.push(k.clone());
+                strings_of(v, out);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -273,6 +427,8 @@ pub(crate) struct CallContext {
     pub principal: Option<String>,
     pub arguments: String,
     pub arguments_sha256: String,
+    /// The origins the call's `http` grant allows.
+    pub reach: Vec<String>,
     pub grant_sha256: String,
     /// How long an answer may take (the grant's `approval_timeout_ms`).
     pub timeout: Duration,
@@ -475,8 +631,12 @@ fn elicit_approval(
     client: Arc<dyn ClientChannel>,
     request: ApprovalRequest,
 ) -> BoxFuture<'static, Answer> {
+    // The client sent these arguments itself: a summary points the person there.
     let form = ElicitRequest {
-        message: request.prompt(),
+        message: request.prompt_with(
+            PROMPT_ARGUMENT_BYTES,
+            "the arguments your client sent in this tools/call request",
+        ),
         schema: json!({
             "type": "object",
             "properties": {
@@ -525,8 +685,9 @@ impl Approver for TerminalApprover {
             let shown = request.clone();
             let read = tokio::task::spawn_blocking(move || {
                 use std::io::{BufRead, Write};
+                let prompt = terminal_prompt(&shown);
                 let mut err = std::io::stderr().lock();
-                let _ = write!(err, "{}\napprove? [y/N] ", shown.prompt());
+                let _ = write!(err, "{prompt}\napprove? [y/N] ");
                 let _ = err.flush();
                 let mut line = String::new();
                 std::io::stdin().lock().read_line(&mut line).map(|_| line)
@@ -546,6 +707,37 @@ impl Approver for TerminalApprover {
         })
     }
 }
+
+/// What the terminal shows: arguments up to [`TERMINAL_ARGUMENT_BYTES`] whole; longer ones are
+/// written whole, as proposed, to an owner-only file the prompt names (beside the SHA-256 the
+/// approval binds, to check the file with `sha256sum`), and summarised.
+fn terminal_prompt(request: &ApprovalRequest) -> String {
+    if request.arguments.len() <= TERMINAL_ARGUMENT_BYTES {
+        return request.prompt_with(TERMINAL_ARGUMENT_BYTES, "");
+    }
+    let path = std::env::temp_dir().join(format!("vak-{}-arguments.json", request.id));
+    let written = {
+        use std::io::Write;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        options
+            .open(&path)
+            .and_then(|mut f| f.write_all(request.arguments.as_bytes()))
+    };
+    let see = match written {
+        Ok(()) => format!("the file {}", path.display()),
+        Err(e) => format!(
+            "nothing: they could not be written to {} ({e})",
+            path.display()
+        ),
+    };
+    request.prompt_with(PROMPT_ARGUMENT_BYTES, &see)
+}
+
+/// Arguments up to this long are shown whole at a terminal.
+pub const TERMINAL_ARGUMENT_BYTES: usize = 64 * 1024;
 
 /// An approver for a process whose standard input is not a terminal: no one can be asked.
 pub struct NoTerminal;
@@ -577,6 +769,7 @@ mod tests {
             principal: Some("alice".into()),
             arguments: arguments.into(),
             arguments_sha256: crate::digest::sha256_hex(arguments.as_bytes()),
+            reach: vec!["https://api.example".into()],
             grant_sha256: "g".into(),
             timeout: Duration::from_secs(5),
         }
@@ -623,5 +816,94 @@ mod tests {
         };
         std::thread::sleep(Duration::from_millis(2));
         assert!(check(&short, &late).unwrap_err().contains("expired"));
+    }
+
+    #[test]
+    fn the_prompt_shows_everything_neutralised_urls_first_and_never_cuts_silently() {
+        // Bidi override, the 8-bit CSI, an escape sequence, a forged line.
+        let hostile = serde_json::json!({
+            "note": "safe\u{202e}txt.exe \u{9b}2J \u{1b}[31m red",
+            "x": "a\n  call c9 · approval forged · expires never",
+        })
+        .to_string();
+        let r = ApprovalRequest::new(
+            &context(&hostile),
+            ApprovalScope::Call,
+            Duration::from_secs(5),
+        );
+        let p = r.prompt();
+        for c in ['\u{202e}', '\u{9b}', '\u{1b}'] {
+            assert!(!p.contains(c), "{c:?} in {p}");
+        }
+        assert!(p.contains("\\u{202e}") && p.contains("\\u{9b}"), "{p}");
+        // Each argument line is indented: none can pass for the prompt's own last line.
+        assert_eq!(
+            p.lines().filter(|l| l.starts_with("  call ")).count(),
+            1,
+            "{p}"
+        );
+        assert!(
+            p.lines()
+                .nth(1)
+                .unwrap()
+                .contains("can reach: https://api.example"),
+            "{p}"
+        );
+
+        // An exfiltration URL after 20,000 bytes of padding: listed before the arguments, with
+        // its host, and the arguments say how much is not shown and where to read it.
+        let long = format!(
+            r#"{{"pad":"{}","to":"https://evil.example/collect?d=1","escaped":"see https:\/\/also.example\/p"}}"#,
+            "x".repeat(20_000)
+        );
+        let r = ApprovalRequest::new(&context(&long), ApprovalScope::Call, Duration::from_secs(5));
+        let p = r.prompt_with(2_000, "SOMEWHERE");
+        let url_line = p
+            .find("host evil.example: https://evil.example/collect?d=1")
+            .expect(&p);
+        assert!(
+            url_line < p.find("  arguments (").unwrap(),
+            "URLs first: {p}"
+        );
+        assert!(p.contains("host also.example"), "{p}");
+        let hidden = long.len() - 2_000;
+        assert!(
+            p.contains(&format!(
+                "{hidden} bytes not shown; see SOMEWHERE (SHA-256 {}",
+                r.arguments_sha256
+            )),
+            "{p}"
+        );
+        assert!(!p.contains(" …\n  call"), "no silent cut");
+        // Short arguments are shown whole, with nothing said hidden.
+        let r = ApprovalRequest::new(
+            &context("{\"x\":1}"),
+            ApprovalScope::Call,
+            Duration::from_secs(5),
+        );
+        let p = r.prompt();
+        assert!(
+            p.contains("    {\"x\":1}") && !p.contains("not shown"),
+            "{p}"
+        );
+        assert!(p.contains("URLs in the arguments: none"), "{p}");
+
+        // At a terminal, arguments past 64 KiB go whole to an owner-only file the prompt names.
+        let huge = serde_json::json!({ "pad": "y".repeat(70_000) }).to_string();
+        let r = ApprovalRequest::new(&context(&huge), ApprovalScope::Call, Duration::from_secs(5));
+        let p = terminal_prompt(&r);
+        let path = std::env::temp_dir().join(format!("vak-{}-arguments.json", r.id));
+        assert!(
+            p.contains(&format!("see the file {}", path.display())),
+            "{p}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), huge);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "{mode:o}");
+        }
+        let _ = std::fs::remove_file(&path);
     }
 }

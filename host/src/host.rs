@@ -643,10 +643,11 @@ impl Host {
             },
         )
         .await;
-        // Whatever stage the call ended at, the record keeps no secret value: not in the
-        // arguments a model pasted it into, not in an approval's question (the digests stay
-        // those of the text as proposed). What the tool produced was scrubbed in `run`.
-        record.scrub_inputs(&scrub);
+        // Whatever stage the call ended at, the record keeps no secret value in any field: not
+        // in the arguments a model pasted it into, an approval's question, the error, the
+        // receipts (the digests stay those of the data as it was). The record is what the
+        // journal, `vak call`, `vak audit` and MCP results and `_meta` are made from.
+        record.redact(&scrub);
         if matches!(record.status, Status::ToolError | Status::Failed) {
             record.outcome = serde_json::json!({ "label": "failed", "payload_passed": false, "requirements": [] });
         }
@@ -743,6 +744,12 @@ impl Host {
                     // The person reads the arguments with any secret value redacted.
                     arguments: scrub.redact(&proposal.arguments).0,
                     arguments_sha256: record.arguments_digest.clone(),
+                    // What the person reads first: where the call can send requests.
+                    reach: tool
+                        .grant
+                        .http()
+                        .map(|h| h.origins.iter().map(|o| o.text.clone()).collect())
+                        .unwrap_or_default(),
                     grant_sha256: self.grant_digest(tool),
                     timeout: std::time::Duration::from_millis(tool.grant.approval_timeout_ms),
                 },
@@ -868,7 +875,6 @@ impl Host {
         if let Some(approvals) = &approvals {
             record.approvals = approvals.entries();
         }
-        record.scrub(scrub);
         // A scope's approval refused during dispatch ends the call at `permission`, whatever
         // the guest did after it was told.
         if let Some(e) = approvals.as_ref().and_then(|a| a.refusal()) {
@@ -887,7 +893,8 @@ impl Host {
             GuestReturn::ToolError(e) => {
                 let (kept, error) = result::tool_error(e);
                 record.tool_error = Some(kept);
-                record.scrub(scrub);
+                // Redacted before it is cut to its cap: a value cut in two would not be found.
+                record.redact(scrub);
                 if let Some(kept) = &mut record.tool_error {
                     kept.cut_to_cap();
                 }
@@ -916,7 +923,8 @@ impl Host {
                     payload.as_ref(),
                 );
                 record.result = Some(r);
-                record.scrub(scrub);
+                // The outcome and the projection are made from the redacted result.
+                record.redact(scrub);
                 record.passed(Stage::Result, t.elapsed(), String::new());
             }
             Err(e) => return record.stop(CallError::from(&e), t.elapsed()),

@@ -311,76 +311,74 @@ impl CallRecord {
         }
     }
 
-    /// Scrub what came in (the arguments a model may have pasted a value into, and the
-    /// approval questions that quote them) of the secrets `scrubber` knows, noting where. Once,
-    /// when the call has ended, whatever stage it ended at.
-    pub(crate) fn scrub_inputs(&mut self, scrubber: &crate::secrets::Scrubber) {
+    /// Redact every secret value `scrubber` knows from every string of the record, whatever
+    /// field holds it (keys of free-form JSON too): the arguments, approvals, error, tool error,
+    /// result, evidence, receipts' requests and outcomes, logs, outcome, projection and child
+    /// records, noting in [`CallRecord::redacted`] where and how many. One walk over the record
+    /// as JSON, so a field added later is covered without a line here. The digests stay those of
+    /// the data as it was (arguments as proposed, result as returned, bodies as sent).
+    ///
+    /// Idempotent: a second pass finds nothing more. Run whenever the record is about to be read
+    /// by anything but the pipeline: before the outcome and projection are made from the result,
+    /// and once when the call ends, before it is signed and journaled.
+    pub(crate) fn redact(&mut self, scrubber: &crate::secrets::Scrubber) {
         if !scrubber.active() {
             return;
         }
-        let mut noted = |place: &str, n: crate::secrets::Scrubbed| {
-            if n.replaced > 0 {
-                self.redacted.push(format!("{place}: {}", n.replaced));
-            }
+        let journaled = self.journaled.take();
+        let mut value = match serde_json::to_value(&*self) {
+            Ok(v) => v,
+            Err(e) => return self.redaction_failed(&e.to_string(), journaled),
         };
-        if let Some(a) = &mut self.arguments {
-            noted("arguments", scrubber.redact_json(a));
+        let mut places: Vec<(String, usize)> = Vec::new();
+        scrubber.redact_json_at(&mut value, &mut |path, n| {
+            let place = place_of(path);
+            match places.iter_mut().find(|(p, _)| *p == place) {
+                Some((_, count)) => *count += n,
+                None => places.push((place, n)),
+            }
+        });
+        if places.is_empty() {
+            self.journaled = journaled;
+            return;
         }
-        for a in &mut self.approvals {
-            noted("approvals", scrubber.redact_json(&mut a.request));
+        match serde_json::from_value::<CallRecord>(value) {
+            Ok(mut clean) => {
+                clean
+                    .redacted
+                    .extend(places.iter().map(|(p, n)| format!("{p}: {n}")));
+                clean.journaled = journaled;
+                *self = clean;
+            }
+            Err(e) => self.redaction_failed(&e.to_string(), journaled),
         }
     }
 
-    /// Scrub every text the tool produced (logs, output, its error, its result) of the secrets
-    /// `scrubber` knows, noting where.
-    pub(crate) fn scrub(&mut self, scrubber: &crate::secrets::Scrubber) {
-        if !scrubber.active() {
-            return;
-        }
-        let mut note = |place: &str, n: crate::secrets::Scrubbed| {
-            if n.replaced > 0 {
-                self.redacted.push(format!("{place}: {}", n.replaced));
-            }
-        };
-        let text =
-            |place: &str, s: &mut String, note: &mut dyn FnMut(&str, crate::secrets::Scrubbed)| {
-                let (clean, n) = scrubber.redact(s);
-                if n.replaced > 0 {
-                    *s = clean;
-                }
-                note(place, n);
-            };
-        for line in &mut self.logs.lines {
-            text("logs", &mut line.message, &mut note);
-        }
-        text("stdout", &mut self.logs.stdout.text, &mut note);
-        text("stderr", &mut self.logs.stderr.text, &mut note);
-        if let Some(e) = &mut self.tool_error {
-            text("tool_error.message", &mut e.message, &mut note);
-        }
-        if let Some(r) = &mut self.result {
-            text("result.markdown", &mut r.markdown, &mut note);
-            if let Some(p) = &mut r.payload_json {
-                match serde_json::from_str::<serde_json::Value>(p) {
-                    Ok(mut v) => {
-                        let n = scrubber.redact_json(&mut v);
-                        if n.replaced > 0 {
-                            *p = v.to_string();
-                        }
-                        note("result.payload", n);
-                    }
-                    Err(_) => text("result.payload", p, &mut note),
-                }
-            }
-            for e in &mut r.evidence {
-                text("result.evidence", &mut e.note, &mut note);
-            }
-            for a in &mut r.attachments {
-                if let Some(t) = &mut a.text {
-                    text("result.attachments", t, &mut note);
-                }
-            }
-        }
+    /// The record could not be walked (a host fault: every field round-trips through JSON):
+    /// everything a tool, a model or a server wrote is dropped rather than kept unredacted.
+    fn redaction_failed(
+        &mut self,
+        why: &str,
+        journaled: Option<Result<crate::journal::Entry, crate::journal::JournalError>>,
+    ) {
+        tracing::error!(call_id = %self.call_id, error = why, "the record could not be redacted; its contents are dropped");
+        let mut bare = CallRecord::new(
+            self.call_id.clone(),
+            self.tool.clone(),
+            self.provider.clone(),
+            "",
+        );
+        bare.arguments_digest = std::mem::take(&mut self.arguments_digest);
+        bare.received_at = std::mem::take(&mut self.received_at);
+        bare.session_id = std::mem::take(&mut self.session_id);
+        bare.parent_call_id = self.parent_call_id.take();
+        bare.depth = self.depth;
+        bare.status = self.status;
+        bare.stage = self.stage;
+        bare.usage = std::mem::take(&mut self.usage);
+        bare.redacted = vec![format!("record: dropped ({why})")];
+        bare.journaled = journaled;
+        *self = bare;
     }
 
     pub(crate) fn passed(&mut self, stage: Stage, elapsed: std::time::Duration, note: String) {
@@ -429,4 +427,19 @@ impl CallRecord {
         // A record holds only strings, numbers and JSON values: serialization cannot fail.
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
+}
+
+/// Where in a record a redaction was, for [`CallRecord::redacted`]: the field and the field
+/// within it (`error.message`, `receipts.request`, `result.markdown`), never deeper into
+/// free-form JSON (`arguments`, `outcome`, `projection`), whose keys a model or tool chose.
+fn place_of(path: &[&str]) -> String {
+    let depth = match path.first() {
+        Some(&("arguments" | "outcome" | "projection")) => 1,
+        _ => 2,
+    };
+    path.iter()
+        .take(depth)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(".")
 }

@@ -266,3 +266,120 @@ async fn a_call_cancelled_while_it_waits_for_approval_ends_at_permission_as_canc
         "the wait ended with the call, not at the timeout"
     );
 }
+
+/// Over MCP, vak asks with an elicitation form of one boolean and builds the approval itself,
+/// bound to the question the answer is the JSON-RPC response to. A client cannot approve
+/// another call: not by answering one question while naming another's approval id and binding
+/// in its answer, not by answering the same question twice. The question the person reads is
+/// neutralised (a bidi override in the arguments is shown as an escape).
+#[tokio::test(flavor = "multi_thread")]
+async fn over_mcp_an_answer_approves_only_the_call_whose_question_it_answers() {
+    use serde_json::{Value, json};
+    use vak_host::mcp::{Catalog, VakMcp};
+    const POLICY: &str = r#"
+[tools.clock]
+ask = true
+approval_timeout_ms = 20000
+capabilities.clock = { zones = ["*"] }
+"#;
+    let (host, _dir) = host(POLICY, None).await;
+    let mut client = {
+        use rmcp::ServiceExt;
+        let (client_end, server_end) = tokio::io::duplex(1 << 20);
+        let handler = VakMcp::new(&host, Catalog::of(&host).expect("catalog"), None);
+        tokio::spawn(async move {
+            let (r, w) = tokio::io::split(server_end);
+            if let Ok(running) = handler.serve((r, w)).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let (r, w) = tokio::io::split(client_end);
+        vak_tests::mcp::Client::new(r, w)
+    };
+    let init = client
+        .request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": { "elicitation": {} },
+                "clientInfo": { "name": "vak-tests", "version": "0" },
+            }),
+        )
+        .await;
+    assert!(init["result"].is_object(), "{init}");
+    client
+        .send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+        .await;
+    let call = |zone: &str| json!({ "name": "clock", "arguments": { "zone": zone } });
+    let paris = client
+        .start("tools/call", call("Europe/Paris\u{202e}x"))
+        .await;
+    let tokyo = client.start("tools/call", call("Asia/Tokyo")).await;
+
+    // Both questions arrive, each an elicitation request of its own.
+    let mut questions: Vec<(Value, String)> = Vec::new();
+    while questions.len() < 2 {
+        let m = client
+            .next(std::time::Duration::from_secs(60))
+            .await
+            .expect("an elicitation request");
+        if m["method"] == "elicitation/create" {
+            let message = m["params"]["message"].as_str().unwrap().to_string();
+            questions.push((m["id"].clone(), message));
+        } else {
+            client.other.push(m);
+        }
+    }
+    let (p_id, p_msg) = questions
+        .iter()
+        .find(|(_, m)| m.contains("Europe/Paris"))
+        .cloned()
+        .expect("the question for Paris");
+    let (t_id, t_msg) = questions
+        .iter()
+        .find(|(_, m)| m.contains("Asia/Tokyo"))
+        .cloned()
+        .expect("the question for Tokyo");
+    assert!(!p_msg.contains('\u{202e}'), "{p_msg}");
+    assert!(p_msg.contains("\\u{202e}"), "{p_msg}");
+    assert!(p_msg.contains("can reach: no network origin"), "{p_msg}");
+    let approval_of = |m: &str| {
+        let at = m.find("approval approval_").expect("the approval id") + "approval ".len();
+        m[at..].split_whitespace().next().unwrap().to_string()
+    };
+
+    // Tokyo's question answered yes, the answer naming Paris's approval: it approves Tokyo.
+    let answer =
+        |id: &Value, content: Value| json!({ "jsonrpc": "2.0", "id": id, "result": content });
+    client
+        .send(&answer(
+            &t_id,
+            json!({ "action": "accept", "content": {
+                "approve": true,
+                "approval_id": approval_of(&p_msg),
+                "call": "Europe/Paris",
+            } }),
+        ))
+        .await;
+    // The same yes again, to the same question: nothing more is approved by it.
+    client
+        .send(&answer(
+            &t_id,
+            json!({ "action": "accept", "content": { "approve": true } }),
+        ))
+        .await;
+    let t = client.response(tokyo).await;
+    assert_eq!(t["result"]["isError"], false, "{t}");
+    assert_eq!(t["result"]["_meta"]["dev.vak/status"], "completed", "{t}");
+    // Paris is still waiting for its own answer; it declines.
+    client
+        .send(&answer(&p_id, json!({ "action": "decline" })))
+        .await;
+    let p = client.response(paris).await;
+    assert_eq!(p["result"]["isError"], true, "{p}");
+    assert_eq!(
+        p["result"]["_meta"]["dev.vak/error"]["kind"], "approval_denied",
+        "{p}"
+    );
+    assert_ne!(approval_of(&p_msg), approval_of(&t_msg));
+}

@@ -458,8 +458,9 @@ impl Host for Broker {
             .map_err(Clone::clone);
         let receipt = self.client_receipt("sample", recorded, &outcome);
         let answer = answer?;
+        // Nor handed to the guest from the model's answer (a model that was told the value).
         Ok(SamplingReply {
-            text: answer.text,
+            text: self.scrub.redact(&answer.text).0,
             model: answer.model,
             stop_reason: answer.stop_reason,
             receipt,
@@ -503,7 +504,12 @@ impl Host for Broker {
                 ElicitAction::Decline => ElicitationAction::Decline,
                 ElicitAction::Cancel => ElicitationAction::Cancel,
             },
-            content: answer.content.map(|c| Value::Object(c).to_string()),
+            // Nor from the person's answers.
+            content: answer.content.map(|c| {
+                let mut c = Value::Object(c);
+                self.scrub.redact_json(&mut c);
+                c.to_string()
+            }),
             receipt,
         })
     }

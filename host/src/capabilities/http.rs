@@ -203,7 +203,8 @@ impl Broker {
         inject: Option<(&Injection, &SecretValue)>,
     ) -> Result<Hop, CapabilityError> {
         let address = Self::checked_address(scope, url).await?;
-        let failed = |e: &dyn std::fmt::Display| CapabilityError::Failed(format!("{url}: {e}"));
+        let origin = origin_of(url);
+        let failed = |e: &dyn std::fmt::Display| CapabilityError::Failed(format!("{origin}: {e}"));
         let stream = tokio::net::TcpStream::connect(address)
             .await
             .map_err(|e| failed(&e))?;
@@ -269,7 +270,7 @@ impl Broker {
                 .ok()
                 .and_then(|l| url.join(l).ok())
                 .ok_or_else(|| {
-                    CapabilityError::Failed(format!("{url}: redirect to an unreadable location"))
+                    CapabilityError::Failed(format!("{origin}: redirect to an unreadable location"))
                 })?;
             return Ok(Hop::Redirect { status, location });
         }
@@ -289,7 +290,9 @@ impl Broker {
                 if e.downcast_ref::<http_body_util::LengthLimitError>()
                     .is_some()
                 {
-                    CapabilityError::Denied(format!("{url}: the body is larger than {limit} bytes"))
+                    CapabilityError::Denied(format!(
+                        "{origin}: the body is larger than {limit} bytes"
+                    ))
                 } else {
                     failed(&e)
                 }
@@ -345,8 +348,9 @@ pub(crate) fn validate(request: &Request) -> Result<url::Url, CapabilityError> {
             )));
         }
     }
+    // Not quoted back: a URL may come from a redirect, and hold what the guest must not read.
     let url = url::Url::parse(&request.url)
-        .map_err(|e| CapabilityError::Invalid(format!("{:?} is not a URL: {e}", request.url)))?;
+        .map_err(|e| CapabilityError::Invalid(format!("the URL is not valid: {e}")))?;
     if !url.username().is_empty() || url.password().is_some() {
         return Err(CapabilityError::Invalid(
             "credentials in the URL are not accepted".into(),
@@ -407,6 +411,176 @@ impl Host for Broker {
     }
 
     async fn fetch(&mut self, request: Request) -> Result<Response, CapabilityError> {
+        // The one way back to the guest: whatever the broker says, a secret value the call's
+        // grant binds is not in it (responses were redacted hop by hop; this covers messages).
+        let fetched = self.fetch_hops(request).await;
+        fetched.map_err(|e| scrubbed_error(&self.scrub, e))
+    }
+}
+
+/// The origin of `url` (`scheme://host:port`): what a message about a request names, never the
+/// path or query, which may hold what the guest must not read.
+fn origin_of(url: &url::Url) -> String {
+    url.origin().ascii_serialization()
+}
+
+/// `error` with any secret value in its message redacted.
+fn scrubbed_error(scrub: &crate::secrets::Scrubber, error: CapabilityError) -> CapabilityError {
+    if !scrub.active() {
+        return error;
+    }
+    let clean = |m: String| scrub.redact(&m).0;
+    match error {
+        CapabilityError::Denied(m) => CapabilityError::Denied(clean(m)),
+        CapabilityError::Revoked(m) => CapabilityError::Revoked(clean(m)),
+        CapabilityError::Invalid(m) => CapabilityError::Invalid(clean(m)),
+        CapabilityError::Failed(m) => CapabilityError::Failed(clean(m)),
+    }
+}
+
+/// `url` without the query parameter `name` (the one the host injects a credential as): what
+/// a server echoed of it in a redirect is neither reported nor followed; the host injects it
+/// again on a hop to the credential's audience.
+fn without_param(url: &url::Url, name: &str) -> url::Url {
+    if !url.query_pairs().any(|(k, _)| k == name) {
+        return url.clone();
+    }
+    let kept: Vec<(String, String)> = url
+        .query_pairs()
+        .filter(|(k, _)| k != name)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let mut out = url.clone();
+    if kept.is_empty() {
+        out.set_query(None);
+    } else {
+        out.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    out
+}
+
+/// Refuse a request that carries the value of a credential to an origin outside that
+/// credential's audience, in any form the scrubber knows, in its URL, header names and values,
+/// or body (decoded first when it names a content coding). Runs before any message quoting the
+/// request is built, and before anything is sent.
+fn leak_check(
+    scope: &HttpScope,
+    scrub: &crate::secrets::Scrubber,
+    url: &url::Url,
+    url_text: &str,
+    headers: &[Header],
+    body: Option<&[u8]>,
+) -> Result<(), CapabilityError> {
+    if !scrub.active() {
+        return Ok(());
+    }
+    let origin = origin_of(url);
+    let mut found: Vec<&str> = scrub.labels_in(url_text.as_bytes());
+    for h in headers {
+        found.extend(scrub.labels_in(h.name.as_bytes()));
+        found.extend(scrub.labels_in(h.value.as_bytes()));
+    }
+    if let Some(body) = body.filter(|b| !b.is_empty()) {
+        found.extend(scrub.labels_in(body));
+        let coded = headers
+            .iter()
+            .filter(|h| h.name.eq_ignore_ascii_case("content-encoding"))
+            .map(|h| h.value.as_str());
+        let limit = usize::try_from(scope.max_body_bytes).unwrap_or(usize::MAX);
+        let decoded = super::coding::codings(coded)
+            .and_then(|c| match c.is_empty() {
+                true => Ok(None),
+                false => super::coding::decode(body, &c, limit).map(Some),
+            })
+            .map_err(|e| {
+                CapabilityError::Denied(format!(
+                    "the request body to {origin} {e}; this tool's grant binds credentials, and \
+                     a body the host cannot check does not leave"
+                ))
+            })?;
+        if let Some(decoded) = decoded {
+            found.extend(scrub.labels_in(&decoded));
+        }
+    }
+    found.sort_unstable();
+    found.dedup();
+    for alias in found {
+        let allowed = scope
+            .credentials
+            .get(alias)
+            .is_some_and(|c| c.audience_allows(url));
+        if !allowed {
+            return Err(CapabilityError::Denied(format!(
+                "the request to {origin} carries the value of the credential {alias:?}, whose \
+                 audience does not include it; nothing was sent"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A response as the guest may be handed it, when the call's grant binds credentials: a body
+/// in a content coding is decoded to be checked (handed over decoded and redacted if it held a
+/// value, as it came otherwise); a coding the host cannot decode is refused; gzip data served
+/// without a coding is refused if what decodes of it holds a value; then the body, header names
+/// and values, and the final URL are redacted.
+fn guard_response(
+    scrub: &crate::secrets::Scrubber,
+    response: &mut Response,
+    origin: &str,
+    limit: usize,
+) -> Result<(), CapabilityError> {
+    use super::coding;
+    if !scrub.active() {
+        return Ok(());
+    }
+    let refused = |e: coding::CodingError| {
+        CapabilityError::Denied(format!(
+            "the response from {origin} {e}; this tool's grant binds credentials, and a body the \
+             host cannot check for their values is not handed over"
+        ))
+    };
+    let codings = coding::codings(
+        response
+            .headers
+            .iter()
+            .filter(|h| h.name.eq_ignore_ascii_case("content-encoding"))
+            .map(|h| h.value.as_str()),
+    )
+    .map_err(refused)?;
+    if !codings.is_empty() && !response.body.is_empty() {
+        let decoded = coding::decode(&response.body, &codings, limit).map_err(refused)?;
+        let (clean, n) = scrub.redact_bytes(&decoded);
+        if n.replaced > 0 {
+            response.body = clean;
+            response.headers.retain(|h| {
+                !h.name.eq_ignore_ascii_case("content-encoding")
+                    && !h.name.eq_ignore_ascii_case("content-length")
+            });
+        }
+    } else if coding::looks_gzip(&response.body)
+        && scrub.finds(&coding::gunzip_what_decodes(&response.body, limit))
+    {
+        return Err(CapabilityError::Denied(format!(
+            "the response from {origin} is gzip data that holds the value of a credential; it is \
+             not handed over"
+        )));
+    } else {
+        let (clean, n) = scrub.redact_bytes(&response.body);
+        if n.replaced > 0 {
+            response.body = clean;
+        }
+    }
+    for h in &mut response.headers {
+        h.name = scrub.redact(&h.name).0;
+        h.value = scrub.redact(&h.value).0;
+    }
+    response.final_url = scrub.redact(&response.final_url).0;
+    Ok(())
+}
+
+impl Broker {
+    async fn fetch_hops(&mut self, request: Request) -> Result<Response, CapabilityError> {
         let mut url_text = request.url.clone();
         let mut method = request.method.clone();
         let mut headers = request.headers.clone();
@@ -416,6 +590,8 @@ impl Host for Broker {
             let mut receipt_request = json!({ "method": method, "url": url_text, "hop": hop });
             // What the hop did with a named credential (alias and audience, never the value).
             let mut credential_note = None;
+            // The query parameter the named credential is injected as, if it is.
+            let mut injected_param: Option<String> = None;
             if let Some(e) = self.out_of_receipts() {
                 return Err(e);
             }
@@ -429,6 +605,11 @@ impl Host for Broker {
                     body: None,
                 })
                 .map_err(refused)?;
+                // First of all: a value going where its audience does not include. No message
+                // quoting the request is built before this.
+                leak_check(&scope, &self.scrub, &url, &url_text, &headers, body.as_deref())
+                    .map_err(refused)?;
+                let origin = origin_of(&url);
                 if !matches!(url.scheme(), "http" | "https") {
                     return Err(refused(CapabilityError::Denied(format!(
                         "scheme {:?} is not fetched",
@@ -437,7 +618,7 @@ impl Host for Broker {
                 }
                 if !scope.origins.iter().any(|o| o.allows(&url)) {
                     return Err(refused(CapabilityError::Denied(format!(
-                        "{url} is outside the origins granted to this tool"
+                        "{origin} (or this path of it) is outside the origins granted to this tool"
                     ))));
                 }
                 if let Some(origin) = scope.asks_for(&url) {
@@ -445,11 +626,30 @@ impl Host for Broker {
                     self.approved(asked).await.map_err(refused)?;
                 }
                 let credential = named_credential(&scope, &headers).map_err(refused)?;
+                if let Some(Credential { injection: Injection::Query { name }, alias, .. }) = credential {
+                    if hop == 0 && url.query_pairs().any(|(k, _)| k == name.as_str()) {
+                        return Err(refused(CapabilityError::Invalid(format!(
+                            "the query parameter `{name}` is injected by the host for the credential {alias:?}; the tool may not set it"
+                        ))));
+                    }
+                    injected_param = Some(name.clone());
+                }
                 let value = match credential {
-                    Some(c) if c.audience_allows(&url) => Some(self.secret_value(c).map_err(refused)?),
+                    Some(c) if c.audience_allows(&url) => {
+                        let value = self.secret_value(c).map_err(refused)?;
+                        // Only a value the call's scrubber knows is sent: one changed since
+                        // the call began would come back unredacted.
+                        if !self.scrub.covers(&value) {
+                            return Err(refused(CapabilityError::Failed(format!(
+                                "the value of the credential {:?} changed during the call; a new call uses the new value",
+                                c.alias
+                            ))));
+                        }
+                        Some(value)
+                    }
                     Some(c) if hop == 0 => {
                         return Err(refused(CapabilityError::Denied(format!(
-                            "the credential {:?} may be sent only to {:?}; {url} is not one of them",
+                            "the credential {:?} may be sent only to {:?}; {origin} is not one of them",
                             c.alias,
                             c.audience.iter().map(|o| o.text.as_str()).collect::<Vec<_>>()
                         ))));
@@ -464,35 +664,26 @@ impl Host for Broker {
                         "injected": value.is_some(),
                     })
                 });
-                // A value the tool got hold of anyway (a response that echoed it, say) may not
-                // leave for an origin outside its credential's audience, in any encoding.
-                let foreign: Vec<SecretValue> = scope
-                    .credentials
-                    .values()
-                    .filter(|c| !c.audience_allows(&url))
-                    .filter_map(|c| self.secret_value(c).ok())
-                    .collect();
-                let leak = crate::secrets::Scrubber::new(&foreign);
-                if leak.finds(url_text.as_bytes())
-                    || headers.iter().any(|h| leak.finds(h.value.as_bytes()) || leak.finds(h.name.as_bytes()))
-                    || body.as_deref().is_some_and(|b| leak.finds(b))
-                {
-                    return Err(refused(CapabilityError::Denied(format!(
-                        "the request to {} carries the value of a credential whose audience does not include it",
-                        url.origin().ascii_serialization()
-                    ))));
-                }
                 let inject = credential.zip(value.as_ref()).map(|(c, v)| (&c.injection, v));
                 let timeout = Duration::from_millis(scope.timeout_ms);
+                let limit = usize::try_from(scope.max_body_bytes).unwrap_or(usize::MAX);
                 match tokio::time::timeout(
                     timeout,
                     Self::hop(&scope, &method, &url, &headers, body.as_deref(), inject),
                 )
                 .await
                 {
+                    Ok(Ok(Hop::Done(mut response))) => {
+                        // The guest never sees a secret in what came back (a server echoing
+                        // its key). The receipt's digest stays the SHA-256 of the body as the
+                        // server sent it.
+                        guard_response(&self.scrub, &mut response, &origin, limit)
+                            .map_err(refused)?;
+                        Ok((url, Hop::Done(response)))
+                    }
                     Ok(r) => r.map(|h| (url, h)).map_err(refused),
                     Err(_) => Err(refused(CapabilityError::Failed(format!(
-                        "{url}: no answer within {} ms",
+                        "{origin}: no answer within {} ms",
                         scope.timeout_ms
                     )))),
                 }
@@ -514,6 +705,11 @@ impl Host for Broker {
                     return Err(r.error);
                 }
                 Ok((url, Hop::Redirect { status, location })) => {
+                    // What the server echoed of an injected parameter goes no further.
+                    let location = match &injected_param {
+                        Some(name) => without_param(&location, name),
+                        None => location,
+                    };
                     self.receipts.issue(
                         &self.call_id,
                         Capability::Http,
@@ -535,18 +731,6 @@ impl Host for Broker {
                     url_text = location.to_string();
                 }
                 Ok((_, Hop::Done(mut response))) => {
-                    // The guest never sees a secret in what came back (a server echoing its
-                    // key): the body and headers are redacted. The receipt's digest stays
-                    // the SHA-256 of the body as the server sent it.
-                    let scrub = &self.scrub;
-                    if scrub.active() {
-                        for h in &mut response.headers {
-                            h.value = scrub.redact(&h.value).0;
-                        }
-                        if scrub.finds(&response.body) {
-                            response.body = scrub.redact_bytes(&response.body).0;
-                        }
-                    }
                     let content_type = response
                         .headers
                         .iter()
@@ -590,7 +774,64 @@ impl Host for Broker {
 
 #[cfg(test)]
 mod tests {
-    use super::internal;
+    use super::{Header, Response, guard_response, internal, without_param};
+    use crate::secrets::{Scrubber, SecretValue};
+
+    fn response(headers: &[(&str, &str)], body: &[u8]) -> Response {
+        Response {
+            status: 200,
+            headers: headers
+                .iter()
+                .map(|(n, v)| Header {
+                    name: n.to_string(),
+                    value: v.to_string(),
+                })
+                .collect(),
+            body: body.to_vec(),
+            sha256: String::new(),
+            final_url: "http://a.example/p?k=sk-123456789".into(),
+            receipt: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_response_is_handed_over_redacted_or_refused_when_it_cannot_be_checked() {
+        let scrub = Scrubber::new([&SecretValue::new("sk-123456789")]);
+        let mut r = response(&[("x-sk-123456789", "v sk-123456789")], b"a sk-123456789 b");
+        guard_response(&scrub, &mut r, "http://a.example", 1000).unwrap();
+        assert_eq!(r.headers[0].name, "x-[redacted]");
+        assert_eq!(r.headers[0].value, "v [redacted]");
+        assert_eq!(r.body, b"a [redacted] b");
+        assert_eq!(r.final_url, "http://a.example/p?k=[redacted]");
+        // A coded empty body (HEAD, 204) has nothing to decode.
+        let mut r = response(&[("Content-Encoding", "gzip")], b"");
+        guard_response(&scrub, &mut r, "http://a.example", 1000).unwrap();
+        // A coding the host cannot decode is refused, naming the origin only.
+        let mut r = response(&[("Content-Encoding", "zstd")], b"...");
+        let e = guard_response(&scrub, &mut r, "http://a.example", 1000).unwrap_err();
+        assert!(format!("{e:?}").contains("http://a.example"), "{e:?}");
+        // Without a credential in the grant, nothing is touched.
+        let mut r = response(&[("Content-Encoding", "zstd")], b"sk-123456789");
+        guard_response(&Scrubber::none(), &mut r, "http://a.example", 1000).unwrap();
+        assert_eq!(r.body, b"sk-123456789");
+    }
+
+    #[test]
+    fn the_injected_parameter_is_removed_from_a_redirect_and_nothing_else() {
+        let u = url::Url::parse("http://a.example/d/?api_key=V&x=1&api_key=W").unwrap();
+        assert_eq!(
+            without_param(&u, "api_key").as_str(),
+            "http://a.example/d/?x=1"
+        );
+        let u = url::Url::parse("http://a.example/d/?api_key=V").unwrap();
+        assert_eq!(without_param(&u, "api_key").as_str(), "http://a.example/d/");
+        let u = url::Url::parse("http://a.example/d/?key=%20V").unwrap();
+        assert_eq!(
+            without_param(&u, "api_key"),
+            u,
+            "untouched without the parameter"
+        );
+    }
 
     #[test]
     fn internal_addresses_in_all_their_spellings() {

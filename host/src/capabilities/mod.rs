@@ -7,6 +7,7 @@
 
 pub mod client;
 pub mod clock;
+pub mod coding;
 pub mod http;
 pub mod invoke;
 pub mod log;

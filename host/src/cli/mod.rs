@@ -166,7 +166,7 @@ enum Command {
     },
     /// Host-held secrets a tool's http requests may have injected at the broker; the tool never
     /// reads them. Kept in $VAK_SECRETS_FILE, else ~/.config/vak/secrets.json (mode 0600;
-    /// refused when others can read it).
+    /// refused when others can read it, or write to its folder).
     Secret {
         #[command(subcommand)]
         command: SecretCommand,

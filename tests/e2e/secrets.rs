@@ -1,0 +1,916 @@
+//! A credential under attack: a hostile tool (the `fetcher` guest) and two local servers, the
+//! credential's audience and another origin the policy allows that is not in the audience.
+//!
+//! The tool tries to get the value out every way the issue (#38) names: in its own error, in
+//! a request's URL (receipts), through an ordinary trailing-slash redirect that echoes a query
+//! credential, through a redirect out of the granted origins, through the audience answering
+//! with the value in every encoding (and compressed), and by sending the value it was given, in
+//! every encoding, to the other origin. After every call the value is looked for in every
+//! string of the record and of the MCP result (`_meta` too), in the journal's files, and in
+//! what the tool was handed: the tool reports everything it got to the other origin, reversed
+//! (a transform of its own that the host cannot recognise, so what it held arrives there as it
+//! held it), and the test reads those reports.
+
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use vak_host::secrets::{Scrubber, SecretValue};
+use vak_host::{CallRecord, Host, HostBuilder, Policy, Proposal, Status};
+use vak_tests::{guest, guests};
+
+/// The credential's value. Letters, digits and `-` only, so it can also be a header name.
+const VALUE: &str = "sk-live-4f9a2c7e1b3d5a6f8e0c";
+
+/// One request as a server got it: the head and the body.
+#[derive(Clone, Debug)]
+struct Got {
+    head: String,
+    body: Vec<u8>,
+}
+
+/// What a route answers: status line, headers, body.
+type Reply = (&'static str, Vec<(String, Vec<u8>)>, Vec<u8>);
+
+struct Server {
+    port: u16,
+    got: Arc<Mutex<Vec<Got>>>,
+}
+
+impl Server {
+    fn requests(&self) -> Vec<Got> {
+        self.got.lock().unwrap().clone()
+    }
+}
+
+/// A small HTTP/1.1 server on 127.0.0.1: one connection at a time, every request kept.
+fn serve(route: impl Fn(&str, &Got) -> Reply + Send + 'static) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let log = got.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let head_end = loop {
+                if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break Some(i + 4);
+                }
+                match stream.read(&mut chunk) {
+                    Ok(0) | Err(_) => break None,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            };
+            let Some(head_end) = head_end else { continue };
+            let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+            let length = head
+                .lines()
+                .find_map(|l| {
+                    let (n, v) = l.split_once(':')?;
+                    n.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())
+                        .flatten()
+                })
+                .unwrap_or(0);
+            while buf.len() < head_end + length {
+                match stream.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let request = Got {
+                head: head.clone(),
+                body: buf[head_end..].to_vec(),
+            };
+            log.lock().unwrap().push(request.clone());
+            let target = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+            let (status, headers, body) = route(&target, &request);
+            let mut out = format!("HTTP/1.1 {status}\r\n").into_bytes();
+            for (name, value) in headers {
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(&value);
+                out.extend_from_slice(b"\r\n");
+            }
+            out.extend_from_slice(
+                format!(
+                    "Content-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+            out.extend_from_slice(&body);
+            let _ = stream.write_all(&out);
+        }
+    });
+    Server { port, got }
+}
+
+fn b64(engine: &base64::engine::GeneralPurpose, data: &[u8]) -> String {
+    use base64::Engine as _;
+    engine.encode(data)
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn zlib(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn brotli(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    {
+        let mut w = brotli::CompressorWriter::new(&mut out, 4096, 5, 22);
+        w.write_all(data).unwrap();
+    }
+    out
+}
+
+/// The value written every way the scrubber must recognise, each as a text a server or a tool
+/// could carry: base64 (both alphabets, padded or not) at each alignment, hex in mixed case,
+/// percent-encoding of every byte and of some, quoted-printable (with a soft break), JSON
+/// `\u` escapes, base64 wrapped over lines.
+fn encoded_forms() -> Vec<(String, String)> {
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    let v = VALUE.as_bytes();
+    let mut forms = vec![("raw".to_string(), VALUE.to_string())];
+    for (prefix, name) in [("", "0"), ("x", "1"), ("xy", "2"), ("Bearer ", "bearer")] {
+        let plain = format!("{prefix}{VALUE}");
+        for (engine, e) in [
+            (&STANDARD, "std"),
+            (&STANDARD_NO_PAD, "std-nopad"),
+            (&URL_SAFE, "url"),
+            (&URL_SAFE_NO_PAD, "url-nopad"),
+        ] {
+            forms.push((format!("b64-{e}-{name}"), b64(engine, plain.as_bytes())));
+        }
+    }
+    forms.push((
+        "basic".into(),
+        b64(&STANDARD, format!("user:{VALUE}").as_bytes()),
+    ));
+    let hex_mixed: String = hex_upper(v)
+        .chars()
+        .enumerate()
+        .map(|(i, c)| {
+            if i % 2 == 0 {
+                c.to_ascii_lowercase()
+            } else {
+                c
+            }
+        })
+        .collect();
+    forms.push(("hex-mixed".into(), hex_mixed));
+    forms.push((
+        "pct-all".into(),
+        v.iter().map(|b| format!("%{b:02x}")).collect(),
+    ));
+    forms.push((
+        "pct-some".into(),
+        v.iter()
+            .enumerate()
+            .map(|(i, b)| {
+                if i % 3 == 0 {
+                    format!("%{b:02X}")
+                } else {
+                    (*b as char).to_string()
+                }
+            })
+            .collect(),
+    ));
+    let qp: String = v.iter().map(|b| format!("={b:02X}")).collect();
+    forms.push(("qp-soft".into(), format!("{}=\r\n{}", &qp[..30], &qp[30..])));
+    forms.push((
+        "json-u".into(),
+        v.iter().map(|b| format!("\\u{:04x}", b)).collect(),
+    ));
+    let wrapped = b64(&STANDARD, format!("xy{VALUE}{VALUE}").as_bytes())
+        .as_bytes()
+        .chunks(16)
+        .map(|c| String::from_utf8(c.to_vec()).unwrap())
+        .collect::<Vec<_>>()
+        .join("\r\n");
+    forms.push(("b64-wrapped".into(), wrapped));
+    forms
+}
+
+fn hex_upper(v: &[u8]) -> String {
+    v.iter().map(|b| format!("{b:02X}")).collect()
+}
+
+/// Whether `text` holds the value in any form: as it is, in any form the scrubber recognises,
+/// or as any piece of 12 bytes of it.
+fn holds(text: &str) -> bool {
+    let scrubber = Scrubber::new([&SecretValue::new(VALUE)]);
+    scrubber.finds(text.as_bytes())
+        || (0..=VALUE.len() - 12).any(|i| text.contains(&VALUE[i..i + 12]))
+        || vak_host::secrets::encodings(VALUE)
+            .iter()
+            .any(|f| text.contains(f.as_str()))
+}
+
+/// Every string of `value` (keys too), with its path.
+fn strings(value: &Value, path: &str, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::String(s) => out.push((path.to_string(), s.clone())),
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                strings(v, &format!("{path}[{i}]"), out);
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                out.push((format!("{path}.{k} (key)"), k.clone()));
+                strings(v, &format!("{path}.{k}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The value is in no string of the record, nor of the MCP result made from it (`_meta` too).
+fn assert_clean(case: &str, record: &CallRecord) {
+    let record_json = serde_json::to_value(record).unwrap();
+    let mcp = vak_host::mcp::call_result(record, false);
+    for (what, doc) in [("record", &record_json), ("MCP result", &mcp)] {
+        let mut all = Vec::new();
+        strings(doc, what, &mut all);
+        assert!(
+            all.len() > 10,
+            "{case}: the walk found the strings of {what}"
+        );
+        for (path, s) in all {
+            assert!(!holds(&s), "{case}: the value is in {path}: {s}");
+        }
+    }
+}
+
+struct Setup {
+    host: Host,
+    audience: Server,
+    other: Server,
+    journal: tempfile::TempDir,
+    _cache: tempfile::TempDir,
+    policy: String,
+}
+
+async fn setup() -> Setup {
+    // The other origin: it records what it gets (the tool's reports among it) and says ok.
+    let other = serve(|_, _| ("200 OK", vec![], b"ok".to_vec()));
+    let o = other.port;
+    let audience = serve(move |target, got| audience_route(target, got, o));
+    let a = audience.port;
+    let policy = format!(
+        r#"
+[tools.fetcher.capabilities.http]
+origins = ["http://127.0.0.1:{a}", "http://localhost:{o}"]
+allow_addresses = ["127.0.0.1", "::1"]
+max_body_bytes = 1048576
+[tools.fetcher.capabilities.http.credentials.api]
+secret = "api_key"
+audience = ["http://127.0.0.1:{a}"]
+query = "api_key"
+[tools.fetcher.capabilities.http.credentials.bearer]
+secret = "api_key"
+audience = ["http://127.0.0.1:{a}"]
+"#
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let journal = tempfile::tempdir().unwrap();
+    let j = vak_host::journal::Journal::open(
+        &journal.path().join("journal.sqlite"),
+        vak_host::journal::Durability::Committed,
+    )
+    .unwrap();
+    let host = HostBuilder::new()
+        .policy(Policy::parse(&policy, "test").unwrap())
+        .cache_dir(Some(cache.path().to_path_buf()))
+        .journal(Arc::new(j))
+        .secrets(Arc::new(vak_tests::OneSecret {
+            name: "api_key",
+            value: VALUE,
+        }))
+        .component("fetcher", guest(guests::FETCHER))
+        .build()
+        .await
+        .unwrap();
+    assert!(host.tool("fetcher").is_some(), "{:#?}", host.examinations());
+    Setup {
+        host,
+        audience,
+        other,
+        journal,
+        _cache: cache,
+        policy,
+    }
+}
+
+/// The audience: echoes, redirects as common servers do, and answers with the value in every
+/// form (`/form/NAME`), compressed (`/coded/NAME`), in headers.
+fn audience_route(target: &str, got: &Got, other: u16) -> Reply {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let text = |s: &str| s.as_bytes().to_vec();
+    let header = |n: &str, v: &str| (n.to_string(), v.as_bytes().to_vec());
+    match path {
+        "/echo" => ("200 OK", vec![], got.head.clone().into_bytes()),
+        // A directory without its slash: redirected with the query as it came (nginx, Apache).
+        "/v1/dir" => (
+            "301 Moved Permanently",
+            vec![header("Location", &format!("/v1/dir/?{query}"))],
+            vec![],
+        ),
+        "/v1/dir/" => ("200 OK", vec![], text("listing")),
+        "/to-other" => (
+            "302 Found",
+            vec![header(
+                "Location",
+                &format!("http://localhost:{other}/collect?{query}&x=1"),
+            )],
+            vec![],
+        ),
+        "/to-other-path" => (
+            "302 Found",
+            vec![header(
+                "Location",
+                &format!("http://localhost:{other}/c/{VALUE}"),
+            )],
+            vec![],
+        ),
+        // Out of the granted origins, echoing the query.
+        "/to-outside" => (
+            "302 Found",
+            vec![header("Location", &format!("http://127.0.0.2:1/x?{query}"))],
+            vec![],
+        ),
+        "/to-outside-path" => (
+            "302 Found",
+            vec![header("Location", &format!("http://127.0.0.2:1/x/{VALUE}"))],
+            vec![],
+        ),
+        "/headers" => (
+            "200 OK",
+            vec![
+                header("X-Key", VALUE),
+                header(&format!("x-{VALUE}"), "1"),
+                header("X-Basic", &forms_by_name("basic")),
+            ],
+            text("see the headers"),
+        ),
+        "/coded/gzip" => (
+            "200 OK",
+            vec![header("Content-Encoding", "gzip")],
+            gzip(format!("key={VALUE}").as_bytes()),
+        ),
+        "/coded/deflate" => (
+            "200 OK",
+            vec![header("Content-Encoding", "deflate")],
+            zlib(format!("key={VALUE}").as_bytes()),
+        ),
+        "/coded/br" => (
+            "200 OK",
+            vec![header("Content-Encoding", "br")],
+            brotli(format!("key={VALUE}").as_bytes()),
+        ),
+        "/coded/gzip-br" => (
+            "200 OK",
+            vec![header("Content-Encoding", "gzip, br")],
+            brotli(&gzip(format!("key={VALUE}").as_bytes())),
+        ),
+        "/coded/zstd" => (
+            "200 OK",
+            vec![header("Content-Encoding", "zstd")],
+            text("(not really zstd)"),
+        ),
+        "/coded/file" => (
+            "200 OK",
+            vec![header("Content-Type", "application/gzip")],
+            gzip(format!("key={VALUE}").as_bytes()),
+        ),
+        p if p.starts_with("/form/") => (
+            "200 OK",
+            vec![header("Content-Type", "text/plain")],
+            format!("the key: {} (end)", forms_by_name(&p[6..])).into_bytes(),
+        ),
+        _ => ("404 Not Found", vec![], text("no")),
+    }
+}
+
+fn forms_by_name(name: &str) -> String {
+    encoded_forms()
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, f)| f)
+        .unwrap_or_else(|| panic!("no form {name}"))
+}
+
+/// What the tool reported to the other origin, un-reversed: everything it was handed.
+fn reports(other: &Server) -> Vec<String> {
+    other
+        .requests()
+        .iter()
+        .filter(|g| g.head.starts_with("POST /report"))
+        .map(|g| String::from_utf8_lossy(&g.body).chars().rev().collect())
+        .collect()
+}
+
+async fn run(s: &Setup, args: Value) -> CallRecord {
+    s.host
+        .call(Proposal::new("fetcher", args.to_string()))
+        .await
+}
+
+/// Case 1: `error.message` kept the value a tool's own error held.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tools_own_error_holding_the_value_is_redacted_in_every_field() {
+    let s = setup().await;
+    let mut records = Vec::new();
+    // 1. The tool's own error holds the value (the model gave it to the tool).
+    let r = run(
+        &s,
+        json!({ "url": "", "fail_with": format!("value: {VALUE}") }),
+    )
+    .await;
+    assert_eq!(r.status, Status::ToolError, "{}", r.to_json_pretty());
+    assert!(r.error.as_ref().unwrap().message.contains("[redacted]"));
+    assert!(
+        r.redacted.iter().any(|p| p.starts_with("error.message")),
+        "{:?}",
+        r.redacted
+    );
+    assert_clean("tool error", &r);
+    records.push(r);
+
+    finish(&s, records).await;
+}
+
+/// Case 2: a receipt's `request.url` kept the value.
+#[tokio::test(flavor = "multi_thread")]
+async fn receipts_keep_no_value_in_their_urls() {
+    let s = setup().await;
+    let (a, o) = (s.audience.port, s.other.port);
+    let mut records = Vec::new();
+    // 2. Receipts: the value in a URL to the audience (allowed), and to the other origin
+    //    (refused before anything is sent).
+    let r = run(
+        &s,
+        json!({ "url": format!("http://127.0.0.1:{a}/echo?k={VALUE}") }),
+    )
+    .await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    assert!(
+        r.receipts[0].request["url"]
+            .as_str()
+            .unwrap()
+            .contains("[redacted]"),
+        "{}",
+        r.to_json_pretty()
+    );
+    assert_clean("receipt url to the audience", &r);
+    records.push(r);
+    let r = run(
+        &s,
+        json!({ "url": format!("http://localhost:{o}/collect?k={VALUE}") }),
+    )
+    .await;
+    assert_eq!(r.tool_error.as_ref().unwrap().code, "denied");
+    assert_clean("receipt url to another origin", &r);
+    records.push(r);
+
+    finish(&s, records).await;
+}
+
+/// Case 3: `final_url` handed the tool a query credential an ordinary redirect echoed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_trailing_slash_redirect_hands_back_no_query_credential() {
+    let s = setup().await;
+    let (a, o) = (s.audience.port, s.other.port);
+    let report = format!("http://localhost:{o}/report");
+    let mut records = Vec::new();
+    // 3. An ordinary trailing-slash redirect echoing the query credential: the value is sent
+    //    once to the audience on each hop, and the tool's final URL does not hold it.
+    let r = run(
+        &s,
+        json!({ "url": format!("http://127.0.0.1:{a}/v1/dir"), "credential": "api",
+                "dump": true, "report_to": report }),
+    )
+    .await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    let last = reports(&s.other).pop().unwrap();
+    assert!(
+        last.starts_with(&format!(
+            "status 200\nfinal_url http://127.0.0.1:{a}/v1/dir/\n"
+        )),
+        "{last}"
+    );
+    let second = s
+        .audience
+        .requests()
+        .into_iter()
+        .rfind(|g| g.head.starts_with("GET /v1/dir/"))
+        .unwrap();
+    assert_eq!(
+        second.head.matches("api_key=").count(),
+        1,
+        "{}",
+        second.head
+    );
+    assert!(
+        second.head.contains(&format!("api_key={VALUE}")),
+        "re-injected for the audience"
+    );
+    assert_eq!(
+        r.receipts[0].outcome["redirect_to"],
+        format!("http://127.0.0.1:{a}/v1/dir/"),
+        "the echoed parameter is not reported"
+    );
+    assert_clean("trailing-slash redirect", &r);
+    records.push(r);
+
+    finish(&s, records).await;
+}
+
+/// Case 4: a redirect out of the granted origins quoted the URL, value and all.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_denied_redirect_names_the_origin_not_the_url() {
+    let s = setup().await;
+    let (a, o) = (s.audience.port, s.other.port);
+    let report = format!("http://localhost:{o}/report");
+    let mut records = Vec::new();
+    // 4. Redirects out of the granted origins, or out of the audience with the value the server
+    //    put in the URL: refused, and the message names the origin, not the URL.
+    let before = s.other.requests().len();
+    for (path, credential) in [
+        ("/to-outside", "api"),
+        ("/to-outside-path", "bearer"),
+        ("/to-other-path", "bearer"),
+    ] {
+        let r = run(
+            &s,
+            json!({ "url": format!("http://127.0.0.1:{a}{path}"), "credential": credential,
+                    "dump": true, "report_to": report }),
+        )
+        .await;
+        assert_eq!(
+            r.status,
+            Status::Completed,
+            "{path}: {}",
+            r.to_json_pretty()
+        );
+        let last = reports(&s.other).pop().unwrap();
+        assert!(last.starts_with("error denied: "), "{path}: {last}");
+        let origin = if path.ends_with("other-path") {
+            format!("http://localhost:{o}")
+        } else {
+            "http://127.0.0.2:1".to_string()
+        };
+        assert!(
+            last.contains(&origin),
+            "{path}: the origin is named: {last}"
+        );
+        assert!(
+            !last.contains("/x") && !last.contains("/c/"),
+            "{path}: no path: {last}"
+        );
+        assert_clean(path, &r);
+        records.push(r);
+    }
+    // The redirect to the other origin with the echoed query: followed without the
+    // parameter (the value is not the other origin's to get).
+    let r = run(
+        &s,
+        json!({ "url": format!("http://127.0.0.1:{a}/to-other"), "credential": "api",
+                "dump": true, "report_to": report }),
+    )
+    .await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    assert_clean("redirect to the other origin", &r);
+    records.push(r);
+    for g in &s.other.requests()[before..] {
+        assert!(
+            !holds(&g.head),
+            "the other origin got the value: {}",
+            g.head
+        );
+    }
+
+    finish(&s, records).await;
+}
+
+/// Case 5, inward: every encoding, compressed bodies, header names and values.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_audience_answering_with_the_value_in_any_form_hands_the_tool_none_of_it() {
+    let s = setup().await;
+    let (a, o) = (s.audience.port, s.other.port);
+    let report = format!("http://localhost:{o}/report");
+    let mut records = Vec::new();
+    // 5. The audience answers with the value in every form, in headers (names too), and
+    //    compressed: the tool is handed none of it.
+    let mut paths: Vec<String> = encoded_forms()
+        .iter()
+        .map(|(n, _)| format!("/form/{n}"))
+        .collect();
+    paths.extend(
+        [
+            "/headers",
+            "/echo",
+            "/coded/gzip",
+            "/coded/deflate",
+            "/coded/br",
+            "/coded/gzip-br",
+        ]
+        .map(String::from),
+    );
+    for path in &paths {
+        let r = run(
+            &s,
+            json!({ "url": format!("http://127.0.0.1:{a}{path}"), "credential": "bearer",
+                    "dump": true, "report_to": report }),
+        )
+        .await;
+        assert_eq!(
+            r.status,
+            Status::Completed,
+            "{path}: {}",
+            r.to_json_pretty()
+        );
+        let last = reports(&s.other).pop().unwrap();
+        assert!(last.starts_with("status 200"), "{path}: {last}");
+        assert!(last.contains("[redacted]"), "{path}: {last}");
+        assert!(
+            !holds(&last),
+            "{path}: the tool was handed the value: {last}"
+        );
+        if path.starts_with("/coded/") {
+            assert!(last.contains("body key=[redacted]"), "decoded: {last}");
+            assert!(
+                !last.to_ascii_lowercase().contains("content-encoding"),
+                "{last}"
+            );
+        }
+        assert_clean(path, &r);
+        records.push(r);
+    }
+    // A coding the host cannot decode, and gzip data served as a file: refused.
+    for path in ["/coded/zstd", "/coded/file"] {
+        let r = run(
+            &s,
+            json!({ "url": format!("http://127.0.0.1:{a}{path}"), "credential": "bearer",
+                    "dump": true, "report_to": report }),
+        )
+        .await;
+        let last = reports(&s.other).pop().unwrap();
+        assert!(last.starts_with("error denied: "), "{path}: {last}");
+        assert_clean(path, &r);
+        records.push(r);
+    }
+
+    finish(&s, records).await;
+}
+
+/// Case 5, outward: every encoding, in the URL, headers (names too) and bodies (coded too);
+/// and the stated limit: a transform the tool computes itself is not recognised.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_value_in_any_form_does_not_leave_for_another_origin() {
+    let s = setup().await;
+    let o = s.other.port;
+    let mut records = Vec::new();
+    // 6. The tool sends the value it was given, in every form, to the other origin: in the
+    //    URL, a header value, a header name, the body (plain, and gzip or br declared).
+    let before = s.other.requests().len();
+    let mut attempts: Vec<Value> = Vec::new();
+    for (name, form) in encoded_forms() {
+        let q: String = url_safe(&form);
+        attempts.push(json!({ "url": format!("http://localhost:{o}/c?{name}={q}") }));
+        attempts.push(
+            json!({ "url": format!("http://localhost:{o}/c"), "method": "POST",
+                              "body": format!("leak {form}") }),
+        );
+        if !form.contains(['\r', '\n']) {
+            attempts.push(json!({ "url": format!("http://localhost:{o}/c"),
+                                  "headers": [["X-Data", form]] }));
+        }
+    }
+    attempts.push(json!({ "url": format!("http://localhost:{o}/c"), "headers": [[format!("x-{VALUE}"), "1"]] }));
+    for (coding, body) in [
+        ("gzip", gzip(VALUE.as_bytes())),
+        ("br", brotli(VALUE.as_bytes())),
+        ("deflate", zlib(VALUE.as_bytes())),
+    ] {
+        use base64::engine::general_purpose::STANDARD;
+        attempts.push(
+            json!({ "url": format!("http://localhost:{o}/c"), "method": "POST",
+                              "headers": [["Content-Encoding", coding]],
+                              "body_base64": b64(&STANDARD, &body) }),
+        );
+    }
+    attempts.push(
+        json!({ "url": format!("http://localhost:{o}/c"), "method": "POST",
+                          "headers": [["Content-Encoding", "zstd"]], "body": "whatever" }),
+    );
+    for args in attempts {
+        let r = run(&s, args.clone()).await;
+        assert_eq!(
+            r.tool_error.as_ref().map(|e| e.code.as_str()),
+            Some("denied"),
+            "{args}: {}",
+            r.to_json_pretty()
+        );
+        assert_clean(&args.to_string(), &r);
+        records.push(r);
+    }
+    assert_eq!(
+        s.other.requests().len(),
+        before,
+        "nothing reached the other origin"
+    );
+
+    // Not recognised, as documented: a transform the tool computes itself (here, reversed).
+    let reversed: String = VALUE.chars().rev().collect();
+    let r = run(
+        &s,
+        json!({ "url": format!("http://localhost:{o}/c"), "method": "POST", "body": reversed }),
+    )
+    .await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    assert_eq!(s.other.requests().len(), before + 1);
+
+    finish(&s, records).await;
+}
+
+/// After a test's calls: everything the tool reported having been handed holds no value, and
+/// the journal has every record, none holding the value, in its database or its log.
+async fn finish(s: &Setup, records: Vec<CallRecord>) {
+    for line in reports(&s.other) {
+        assert!(!holds(&line), "the tool was handed the value: {line}");
+    }
+    let dir = s.journal.path().to_path_buf();
+    let db = rusqlite::Connection::open(dir.join("journal.sqlite")).unwrap();
+    let mut rows: Vec<String> = Vec::new();
+    for _ in 0..100 {
+        let mut q = db.prepare("SELECT record FROM records").unwrap();
+        rows = q
+            .query_map([], |row| row.get::<_, String>(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        if rows.len() >= records.len() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(rows.len(), records.len(), "every call journaled");
+    for row in rows {
+        let row: Value = serde_json::from_str(&row).unwrap();
+        let mut all = Vec::new();
+        strings(&row, "journal row", &mut all);
+        for (path, text) in all {
+            assert!(!holds(&text), "{path}: {text}");
+        }
+    }
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(
+            !bytes.windows(VALUE.len()).any(|w| w == VALUE.as_bytes()),
+            "{} holds the value",
+            path.display()
+        );
+    }
+}
+
+/// `form` made safe for a query (reserved characters escaped, the rest as it is).
+fn url_safe(form: &str) -> String {
+    form.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'%' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// `vak call` of the trailing-slash redirect and of a tool error, with the value in a secrets
+/// file: neither its output nor `vak audit show` holds the value.
+#[tokio::test(flavor = "multi_thread")]
+async fn vak_call_and_audit_show_print_no_value() {
+    let s = setup().await;
+    let a = s.audience.port;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("tools")).unwrap();
+    std::fs::write(
+        dir.path().join("tools/fetcher.wasm"),
+        guest(guests::FETCHER),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("policy.toml"), &s.policy).unwrap();
+    let secrets = dir.path().join("secrets");
+    std::fs::create_dir(&secrets).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let file = secrets.join("secrets.json");
+        std::fs::write(&file, json!({ "api_key": VALUE }).to_string()).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let vak = |args: &[&str]| {
+        let out = vak_tests::vak_in(dir.path())
+            .env("VAK_SECRETS_FILE", secrets.join("secrets.json"))
+            .env_remove("RUST_LOG")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let dir_args = json!({ "url": format!("http://127.0.0.1:{a}/v1/dir"), "credential": "api",
+                           "dump": true })
+    .to_string();
+    let error_args = json!({ "url": "", "fail_with": format!("value: {VALUE}") }).to_string();
+    for args in [&dir_args, &error_args] {
+        for json_flag in [false, true] {
+            let mut argv = vec!["call", "fetcher", args.as_str()];
+            if json_flag {
+                argv.push("--json");
+            }
+            let (out, err) = vak(&argv);
+            assert!(!out.is_empty(), "{err}");
+            assert!(
+                !holds(&out) && !holds(&err),
+                "vak call printed the value: {out}\n{err}"
+            );
+            if json_flag {
+                let record: Value = serde_json::from_str(&out).unwrap();
+                let id = record["call_id"].as_str().unwrap().to_string();
+                let (shown, err) = vak(&["audit", "show", &id]);
+                assert!(shown.contains(&id), "{shown}\n{err}");
+                assert!(!holds(&shown) && !holds(&err), "vak audit show: {shown}");
+            }
+        }
+    }
+    // The redirect's document really is the listing at the final URL, without the parameter.
+    let (out, _) = vak(&["call", "fetcher", &dir_args]);
+    assert!(
+        out.contains(&format!("final_url http://127.0.0.1:{a}/v1/dir/")),
+        "{out}"
+    );
+}
+
+/// The figure docs/secrets.md quotes: a call whose grant binds a 2.6 MB value, fetching the other
+/// origin (the old broker rebuilt its leak scrubber at every such hop). A measurement, not a
+/// check: `cargo test -p vak-tests --test secrets -- --ignored --nocapture cost`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a measurement, not a check"]
+async fn cost_of_a_large_credential_per_call() {
+    let mut x: u64 = 0x9e3779b97f4a7c15;
+    let value: String = (0..2_600_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(b'!' + (x % 94) as u8)
+        })
+        .collect();
+    let value: &'static str = Box::leak(value.into_boxed_str());
+    let other = serve(|_, _| ("200 OK", vec![], b"ok".to_vec()));
+    let o = other.port;
+    let policy = format!(
+        r#"
+[tools.fetcher.capabilities.http]
+origins = ["http://localhost:{o}", "http://127.0.0.1:9"]
+allow_addresses = ["127.0.0.1", "::1"]
+[tools.fetcher.capabilities.http.credentials.big]
+secret = "big"
+audience = ["http://127.0.0.1:9"]
+"#
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let host = HostBuilder::new()
+        .policy(Policy::parse(&policy, "test").unwrap())
+        .cache_dir(Some(cache.path().to_path_buf()))
+        .secrets(Arc::new(vak_tests::OneSecret { name: "big", value }))
+        .component("fetcher", guest(guests::FETCHER))
+        .build()
+        .await
+        .unwrap();
+    let args = json!({ "url": format!("http://localhost:{o}/x") }).to_string();
+    for round in 0..3 {
+        let t = std::time::Instant::now();
+        let r = host.call(Proposal::new("fetcher", args.clone())).await;
+        assert_eq!(r.status, Status::Completed, "{:?}", r.error);
+        eprintln!(
+            "call {round}: {:?} (one hop to a non-audience origin)",
+            t.elapsed()
+        );
+    }
+}
