@@ -147,6 +147,9 @@ struct HttpGrantFile {
     /// Origins (of `origins`) whose first request in a call waits for a person's approval.
     #[serde(default)]
     ask: Vec<String>,
+    /// The methods the tool may use (default: all six the broker knows). A grant of reads only
+    /// (`GET`, `HEAD`) makes the tool read-only as far as `http` goes.
+    methods: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -259,6 +262,23 @@ pub struct HttpScope {
     pub allow_addresses: Vec<std::net::IpAddr>,
     pub max_body_bytes: u64,
     pub timeout_ms: u64,
+    /// The methods granted (upper case, of [`HTTP_METHODS`]).
+    pub methods: Vec<String>,
+}
+
+/// Every method the `http` broker knows.
+pub const HTTP_METHODS: [&str; 6] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"];
+
+/// The methods that only read.
+pub const HTTP_READ_METHODS: [&str; 2] = ["GET", "HEAD"];
+
+impl HttpScope {
+    /// Whether the grant allows only requests that read (`GET`, `HEAD`).
+    pub fn reads_only(&self) -> bool {
+        self.methods
+            .iter()
+            .all(|m| HTTP_READ_METHODS.contains(&m.as_str()))
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -639,7 +659,31 @@ fn compile_http(origin: &str, tool: &str, h: HttpGrantFile) -> Result<HttpScope,
             )));
         }
     }
+    let methods = match h.methods {
+        None => HTTP_METHODS.iter().map(|m| m.to_string()).collect(),
+        Some(list) => {
+            let mut methods = Vec::new();
+            for m in list {
+                let upper = m.to_ascii_uppercase();
+                if !HTTP_METHODS.contains(&upper.as_str()) {
+                    return Err(fail(format!(
+                        "`http.methods` names {m:?}, which is not one of {HTTP_METHODS:?}"
+                    )));
+                }
+                if !methods.contains(&upper) {
+                    methods.push(upper);
+                }
+            }
+            if methods.is_empty() {
+                return Err(fail(
+                    "`http.methods` is empty: grant no `http` instead".to_string(),
+                ));
+            }
+            methods
+        }
+    };
     Ok(HttpScope {
+        methods,
         ask: h.ask,
         origins,
         credentials,

@@ -431,3 +431,76 @@ audience = ["http://127.0.0.1:{p}"]
     }
     assert_eq!(server.requests.load(Ordering::SeqCst), before);
 }
+
+/// A grant that names its methods: a method outside them is refused (with a receipt) before a
+/// byte leaves, and a grant of reads only makes the tool read-only to MCP clients.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_grant_of_reads_only_refuses_other_methods_and_is_advertised_read_only() {
+    let server = serve();
+    let cache = tempfile::tempdir().unwrap();
+    let port = server.port;
+    let policy = format!(
+        r#"
+[tools.research]
+capabilities.http = {{ origins = ["http://127.0.0.1:{port}"], allow_addresses = ["127.0.0.1"], methods = ["get", "HEAD"] }}
+
+[tools.fetcher]
+capabilities.http = {{ origins = ["http://127.0.0.1:{port}"], allow_addresses = ["127.0.0.1"], methods = ["GET"] }}
+"#
+    );
+    let host = host(&policy, &cache).await;
+    let url = format!("http://127.0.0.1:{port}/page");
+    let r = fetch(&host, &format!(r#"{{"url":"{url}"}}"#)).await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+    let before = server.requests.load(Ordering::SeqCst);
+    let r = fetch(
+        &host,
+        &format!(r#"{{"url":"{url}","method":"POST","body":"x"}}"#),
+    )
+    .await;
+    assert_eq!(
+        server.requests.load(Ordering::SeqCst),
+        before,
+        "nothing left for a method not granted"
+    );
+    let refusal = r
+        .receipts
+        .iter()
+        .find(|x| !x.ok)
+        .unwrap_or_else(|| panic!("a receipt of the refusal: {}", r.to_json_pretty()));
+    assert!(
+        refusal
+            .outcome
+            .to_string()
+            .contains("method POST is not granted"),
+        "{}",
+        refusal.outcome
+    );
+
+    // To MCP: `research` (GET, HEAD) is read-only; a grant of every method would not be.
+    let lookup = |name: &str| host.tool(name);
+    let research = host.tool("research").unwrap();
+    let decl = vak_host::mcp::declaration(research, &lookup, host.registry());
+    assert_eq!(decl["annotations"]["readOnlyHint"], true, "{decl}");
+    assert_eq!(decl["annotations"]["openWorldHint"], true, "{decl}");
+    let host_all = host_with(
+        &[("research", bundled("research"))],
+        &format!(
+            "[tools.research]\ncapabilities.http = {{ origins = [\"http://127.0.0.1:{port}\"], allow_addresses = [\"127.0.0.1\"] }}\n"
+        ),
+        cache.path(),
+    )
+    .await;
+    let lookup = |name: &str| host_all.tool(name);
+    let decl = vak_host::mcp::declaration(
+        host_all.tool("research").unwrap(),
+        &lookup,
+        host_all.registry(),
+    );
+    assert_eq!(decl["annotations"]["readOnlyHint"], false, "{decl}");
+
+    // A method the broker does not know is a policy error with its line.
+    let bad = policy.replace(r#"methods = ["GET"]"#, r#"methods = ["BREW"]"#);
+    let e = Policy::parse(&bad, "p").unwrap_err();
+    assert!(e.to_string().contains("BREW"), "{e}");
+}

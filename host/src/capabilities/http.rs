@@ -616,6 +616,12 @@ impl Broker {
                         url.scheme()
                     ))));
                 }
+                if !scope.methods.iter().any(|m| m.eq_ignore_ascii_case(&method)) {
+                    return Err(refused(CapabilityError::Denied(format!(
+                        "method {method} is not granted to this tool (its grant allows {})",
+                        scope.methods.join(", ")
+                    ))));
+                }
                 if !scope.origins.iter().any(|o| o.allows(&url)) {
                     return Err(refused(CapabilityError::Denied(format!(
                         "{origin} (or this path of it) is outside the origins granted to this tool"

@@ -440,12 +440,13 @@ pub fn policy(p: &Policy) -> String {
             let scope = match scope {
                 vak_host::policy::Scope::Unscoped => "no scopes".to_string(),
                 vak_host::policy::Scope::Http(h) => format!(
-                    "origins {}; internal addresses allowed: {}; body ≤ {} B, {} ms",
+                    "origins {}; methods {}; internal addresses allowed: {}; body ≤ {} B, {} ms",
                     h.origins
                         .iter()
                         .map(|o| o.text.as_str())
                         .collect::<Vec<_>>()
                         .join(", "),
+                    h.methods.join(", "),
                     if h.allow_addresses.is_empty() {
                         "none".to_string()
                     } else {

@@ -71,8 +71,8 @@ pub(crate) fn output_schema(ids: &[String], registry: &Registry) -> Option<Value
 /// MCP's behaviour hints, from the grant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Hints {
-    /// Nothing granted can change anything outside the call: no write root, no `http` (whose
-    /// grant admits POST, PUT, PATCH and DELETE), no child run of a tool that could.
+    /// Nothing granted can change anything outside the call: no write root, no `http` grant
+    /// that admits a method beyond GET and HEAD, no child run of a tool that could.
     pub read_only: bool,
     /// A write root is granted (a write replaces a file's content).
     pub destructive: bool,
@@ -100,6 +100,10 @@ impl Hints {
         };
         for (capability, scope) in &tool.grant.capabilities {
             match (capability, scope) {
+                // Reads only (`methods = ["GET"]`) change nothing where they go.
+                (Capability::Http, Scope::Http(http)) if http.reads_only() => {
+                    h.open_world = true;
+                }
                 (Capability::Http, _) => {
                     h.read_only = false;
                     h.open_world = true;
