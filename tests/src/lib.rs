@@ -2,6 +2,7 @@
 //! with a private AOT cache.
 
 pub mod http_mcp;
+pub mod jsonschema;
 
 /// Paths of the test guest components (built by `build.rs`).
 pub mod guests {
