@@ -105,8 +105,9 @@ enum Command {
         /// The arguments, a JSON object, e.g. '{"zone":"Europe/Paris"}'.
         #[arg(required_unless_present = "proposal")]
         arguments: Option<String>,
-        /// A provider's proposal document (OpenAI, Anthropic, Gemini or MCP shape), or `-` for
-        /// stdin: every call in it is run, one record each, in one session.
+        /// A provider's proposal document (OpenAI, Anthropic, Gemini or MCP shape, as the API
+        /// sends it or its SDK dumps it), or `-` for stdin: every call in it is run, one record
+        /// each, in one session; an answer with no call runs nothing (exit 0).
         #[arg(long, value_name = "FILE", conflicts_with_all = ["tool", "arguments"])]
         proposal: Option<String>,
         /// Read the proposal as this provider's shape instead of detecting it (`openai` is
@@ -136,7 +137,7 @@ enum Command {
     },
     /// List the admitted tools with their input schemas (and the refused ones, with reasons).
     Tools {
-        /// Print JSON instead.
+        /// Print JSON instead (with --for: `{"provider", "tools", "notes"}`).
         #[arg(long)]
         json: bool,
         /// Print the tools as the `tools` member of this provider's request body
