@@ -150,6 +150,9 @@ const UNENFORCED_VALUE_CHECKS: [&str; 14] = [
 
 /// Deepest schema nesting the adapters walk (the schema stage's own limit on arguments is 64).
 const MAX_SCHEMA_DEPTH: usize = 64;
+/// Most schema nodes one strict conversion visits: inlining `$ref`s (strict mode takes a `$ref`
+/// with no keyword beside it) can multiply a tool's schema; past this it is declared non-strict.
+const MAX_STRICT_NODES: usize = 20_000;
 
 /// The admitted schema in OpenAI's strict dialect, with notes for what was left out; or why it
 /// cannot be said there exactly.
@@ -158,12 +161,18 @@ fn openai_strict(schema: &Value) -> Result<(Value, Vec<String>), Vec<String>> {
         root: schema,
         notes: Vec::new(),
         reasons: Vec::new(),
+        budget: MAX_STRICT_NODES,
     };
     if !is_object_schema(schema) {
         walk.reasons
             .push("(root): strict mode needs `\"type\": \"object\"` at the root".into());
     }
     let out = walk.node(schema, "", 0);
+    if walk.budget == 0 {
+        walk.reasons = vec![format!(
+            "(root): more than {MAX_STRICT_NODES} schema nodes to visit once its `$ref`s are inlined"
+        )];
+    }
     if walk.reasons.is_empty() {
         Ok((out, walk.notes))
     } else {
@@ -175,6 +184,8 @@ struct Strict<'a> {
     root: &'a Value,
     notes: Vec<String>,
     reasons: Vec<String>,
+    /// Nodes (and null checks) left to visit before the conversion gives up.
+    budget: usize,
 }
 
 fn at_or_root(at: &str) -> &str {
@@ -183,6 +194,10 @@ fn at_or_root(at: &str) -> &str {
 
 impl Strict<'_> {
     fn node(&mut self, s: &Value, at: &str, depth: usize) -> Value {
+        if self.budget == 0 {
+            return s.clone();
+        }
+        self.budget -= 1;
         if depth > MAX_SCHEMA_DEPTH {
             self.reasons.push(format!(
                 "{}: nests deeper than {MAX_SCHEMA_DEPTH} levels",
@@ -341,7 +356,7 @@ impl Strict<'_> {
             }
             let here = format!("{at}/properties/{}", escape(name));
             let default_null = sub.get("default").is_none_or(Value::is_null);
-            if !accepts_null(sub, self.root, 0) {
+            if !accepts_null(sub, self.root, 0, &mut self.budget) {
                 self.reasons.push(format!(
                     "{here}: optional and not nullable (strict mode requires every property, and vak refuses a null here)"
                 ));
@@ -383,15 +398,18 @@ fn types_of(o: &Map<String, Value>) -> Option<Vec<&str>> {
 
 /// Whether `null` is valid against `s` (its `type`, `enum`, `const`, `$ref`, `anyOf`, `oneOf`,
 /// `allOf`), read as JSON Schema reads it, so as the schema stage and the tool's types both do.
-fn accepts_null(s: &Value, root: &Value, depth: usize) -> bool {
+/// Each node visited spends one of `budget`; with none left the answer is no (the caller then
+/// declares the tool non-strict).
+fn accepts_null(s: &Value, root: &Value, depth: usize, budget: &mut usize) -> bool {
     let o = match s {
         Value::Bool(b) => return *b,
         Value::Object(o) => o,
         _ => return false,
     };
-    if depth > MAX_SCHEMA_DEPTH {
+    if depth > MAX_SCHEMA_DEPTH || *budget == 0 {
         return false;
     }
+    *budget -= 1;
     if types_of(o).is_some_and(|t| !t.contains(&"null")) {
         return false;
     }
@@ -406,27 +424,27 @@ fn accepts_null(s: &Value, root: &Value, depth: usize) -> bool {
     }
     if let Some(r) = o.get("$ref").and_then(Value::as_str) {
         match r.strip_prefix('#').and_then(|p| root.pointer(p)) {
-            Some(target) if !accepts_null(target, root, depth + 1) => return false,
+            Some(target) if !accepts_null(target, root, depth + 1, budget) => return false,
             None => return false,
             _ => {}
         }
     }
     let branches = |k: &str| o.get(k).and_then(Value::as_array);
     if let Some(b) = branches("anyOf")
-        && !b.iter().any(|b| accepts_null(b, root, depth + 1))
+        && !b.iter().any(|b| accepts_null(b, root, depth + 1, budget))
     {
         return false;
     }
     if let Some(b) = branches("oneOf")
         && b.iter()
-            .filter(|b| accepts_null(b, root, depth + 1))
+            .filter(|b| accepts_null(b, root, depth + 1, budget))
             .count()
             != 1
     {
         return false;
     }
     if let Some(b) = branches("allOf")
-        && !b.iter().all(|b| accepts_null(b, root, depth + 1))
+        && !b.iter().all(|b| accepts_null(b, root, depth + 1, budget))
     {
         return false;
     }
@@ -600,6 +618,33 @@ mod tests {
             "{:?}",
             d.notes
         );
+    }
+
+    #[test]
+    fn inlining_refs_is_bounded() {
+        // Each definition uses the next twice, each use with a description beside its `$ref`:
+        // inlined, 2^40 nodes. The conversion stops at its budget and declares it non-strict.
+        let mut defs = Map::new();
+        for i in 0..40 {
+            let next = json!({"$ref": format!("#/$defs/D{}", i + 1), "description": "d"});
+            defs.insert(
+                format!("D{i}"),
+                json!({"type":"object","additionalProperties":false,
+                    "properties":{"a": next.clone(), "b": next},"required":["a","b"]}),
+            );
+        }
+        defs.insert("D40".into(), json!({"type": "string"}));
+        let schema = json!({"type":"object","additionalProperties":false,
+            "properties":{"root":{"$ref":"#/$defs/D0"}},"required":["root"],"$defs": defs});
+        let started = std::time::Instant::now();
+        let d = declaration(Provider::OpenAiChat, "t", "d", &schema);
+        assert!(!d.strict);
+        assert!(
+            d.notes.iter().any(|n| n.contains("more than")),
+            "{:?}",
+            d.notes
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 
     #[test]
