@@ -254,6 +254,58 @@ pub fn input_schema<T: JsonSchema>() -> serde_json::Value {
     schema
 }
 
+/// Read a call's arguments (JSON text) into `T`, counting numbers as the host's schema stage
+/// does: JSON Schema's `integer` is any number with no fractional part, so `3.0` (as Gemini writes
+/// integer arguments) is read into an integer field as `3`, as `3` would be.
+///
+/// Every number with a zero fractional part that an `i64` or `u64` holds exactly is read as that
+/// integer, whatever the field's type: an `f64` field still reads `3.0`, a `serde_json::Value`
+/// field reads `3` (the same JSON number), and `-0.0` reads as `0`. Other numbers (`2.5`, `1e300`)
+/// are left as they are, so an integer field refuses them.
+pub fn read_arguments<T: DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
+    let mut value: serde_json::Value = serde_json::from_str(text)?;
+    integral_floats_as_integers(&mut value);
+    serde_json::from_value(value)
+}
+
+/// The largest magnitude below which an `f64` converts to `i64`/`u64` exactly (2^63 and 2^64).
+const I64_END: f64 = 9_223_372_036_854_775_808.0;
+const U64_END: f64 = 18_446_744_073_709_551_616.0;
+
+/// Replace every float with a zero fractional part by the same integer, where one fits. The walk
+/// keeps its own stack: the host bounds the depth of arguments, and this does not rely on it.
+fn integral_floats_as_integers(root: &mut serde_json::Value) {
+    use serde_json::Value;
+    let mut stack = vec![root];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Number(n) if n.is_f64() => {
+                if let Some(i) = n.as_f64().and_then(integer_of) {
+                    *v = i;
+                }
+            }
+            Value::Array(items) => stack.extend(items.iter_mut()),
+            Value::Object(map) => stack.extend(map.values_mut()),
+            _ => {}
+        }
+    }
+}
+
+/// `f` as a JSON integer, when it has no fractional part and an `i64` or `u64` holds it.
+fn integer_of(f: f64) -> Option<serde_json::Value> {
+    if !f.is_finite() || f.fract() != 0.0 {
+        return None;
+    }
+    if (-I64_END..I64_END).contains(&f) {
+        // In range and integral: the conversion is exact.
+        Some(serde_json::Value::from(f as i64))
+    } else if (0.0..U64_END).contains(&f) {
+        Some(serde_json::Value::from(f as u64))
+    } else {
+        None
+    }
+}
+
 /// Glue used by [`export_tool!`]; not part of the stable API.
 #[doc(hidden)]
 pub mod __private {
@@ -271,7 +323,7 @@ pub mod __private {
     }
 
     pub fn call<T: Tool>(arguments: String) -> Result<wit::ToolResult, wit::ToolError> {
-        let args: T::Args = serde_json::from_str(&arguments).map_err(|e| wit::ToolError {
+        let args: T::Args = read_arguments(&arguments).map_err(|e| wit::ToolError {
             code: "invalid-arguments".to_string(),
             message: format!("the arguments do not fit the tool's argument type: {e}"),
         })?;
@@ -313,4 +365,88 @@ macro_rules! export_tool {
             $crate::bindings::__export_sandboxed_tool!(__VakToolExport with_types_in $crate::bindings);
         };
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_arguments;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Args {
+        times: u32,
+        offset: i64,
+        #[serde(default)]
+        small: Option<u8>,
+        ratio: f64,
+        #[serde(default)]
+        nested: Vec<Inner>,
+        #[serde(default)]
+        shape: Option<Shape>,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Inner {
+        count: u64,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(tag = "kind")]
+    enum Shape {
+        Square { side: u16 },
+    }
+
+    #[test]
+    fn integral_floats_read_into_integer_fields() {
+        let a: Args = read_arguments(
+            r#"{"times":3.0,"offset":-7.0,"small":255.0,"ratio":2.0,"nested":[{"count":1e3}],
+                "shape":{"kind":"Square","side":4.0}}"#,
+        )
+        .expect("integral floats are integers");
+        assert_eq!(
+            a,
+            Args {
+                times: 3,
+                offset: -7,
+                small: Some(255),
+                ratio: 2.0,
+                nested: vec![Inner { count: 1000 }],
+                shape: Some(Shape::Square { side: 4 }),
+            }
+        );
+        // The same arguments written as integers read the same.
+        let b: Args = read_arguments(
+            r#"{"times":3,"offset":-7,"small":255,"ratio":2,"nested":[{"count":1000}],
+                "shape":{"kind":"Square","side":4}}"#,
+        )
+        .expect("integers");
+        assert_eq!(a, b);
+        // -0.0 is the integer 0; a float field keeps its fraction.
+        let c: Args = read_arguments(r#"{"times":-0.0,"offset":0,"ratio":2.5}"#).expect("-0.0");
+        assert_eq!((c.times, c.ratio), (0, 2.5));
+        // u64's range past i64's.
+        let d: Inner = read_arguments(r#"{"count":1.8446744073709550e19}"#).expect("u64");
+        assert_eq!(d.count, 18_446_744_073_709_549_568);
+    }
+
+    #[test]
+    fn fractions_and_out_of_range_numbers_are_still_refused() {
+        for text in [
+            r#"{"times":3.5,"offset":0,"ratio":1}"#,
+            r#"{"times":-1.0,"offset":0,"ratio":1}"#,
+            r#"{"times":4294967296.0,"offset":0,"ratio":1}"#,
+            r#"{"times":1,"offset":1e300,"ratio":1}"#,
+            r#"{"times":1,"offset":0,"ratio":1,"small":256.0}"#,
+            r#"{"times":"3","offset":0,"ratio":1}"#,
+        ] {
+            assert!(read_arguments::<Args>(text).is_err(), "{text} was read");
+        }
+    }
+
+    #[test]
+    fn values_keep_their_numbers_where_no_integer_fits() {
+        let v: serde_json::Value = read_arguments(r#"{"a":2.5,"b":1e300,"c":[3.0]}"#).unwrap();
+        assert_eq!(v, serde_json::json!({"a":2.5,"b":1e300,"c":[3]}));
+    }
 }

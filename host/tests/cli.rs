@@ -202,10 +202,21 @@ fn a_provider_proposal_runs_every_call() {
 #[test]
 fn tools_are_declared_for_each_provider() {
     let cache = tempfile::tempdir().unwrap();
+    // Each the `tools` member of that provider's request body (README, "Providers").
     for (provider, pointer) in [
-        ("openai", "/0/function/parameters/additionalProperties"),
-        ("anthropic", "/0/input_schema/required/0"),
-        ("gemini", "/0/functionDeclarations/0/parameters/type"),
+        (
+            "openai",
+            "/tools/0/function/parameters/additionalProperties",
+        ),
+        (
+            "openai-responses",
+            "/tools/0/parameters/additionalProperties",
+        ),
+        ("anthropic", "/tools/0/input_schema/required/0"),
+        (
+            "gemini",
+            "/tools/0/functionDeclarations/0/parametersJsonSchema/additionalProperties",
+        ),
         ("mcp", "/tools/0/inputSchema/type"),
     ] {
         let o = vak(cache.path(), &["tools", "--for", provider]);

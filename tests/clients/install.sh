@@ -2,7 +2,10 @@
 # Install the real MCP clients the tests drive `vak serve` with, into target/mcp-clients:
 # - the official Python SDK (PyPI `mcp`) in a virtualenv;
 # - the official conformance suite (npm `@modelcontextprotocol/conformance`), with Node 26 from
-#   npm (`node@26`), since the suite needs a newer Node than many machines have.
+#   npm (`node@26`), since the suite needs a newer Node than many machines have;
+# - the providers' official Python SDKs (PyPI `openai`, `anthropic`, `google-genai`) in a
+#   virtualenv of their own under target/provider-sdks: the declaration tests read what
+#   `vak tools --for` prints with their types (tests/clients/provider_sdks.py).
 # The tests skip, saying so, when these are absent. Re-running is cheap: installed pieces stay.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -10,6 +13,9 @@ dest="target/mcp-clients"
 mkdir -p "$dest"
 
 MCP_PY_VERSION="2.3.0"
+OPENAI_VERSION="3.51.0"
+ANTHROPIC_VERSION="2.10.0"
+GOOGLE_GENAI_VERSION="3.3.0"
 CONFORMANCE_VERSION="0.1.16"
 NODE_VERSION="26"
 
@@ -17,6 +23,14 @@ if ! "$dest/venv/bin/python" -c "import mcp" >/dev/null 2>&1; then
   echo "installing the Python MCP SDK (mcp==$MCP_PY_VERSION) into $dest/venv"
   python3 -m venv "$dest/venv"
   "$dest/venv/bin/pip" install --quiet --disable-pip-version-check "mcp==$MCP_PY_VERSION"
+fi
+
+sdks="target/provider-sdks"
+if ! "$sdks/venv/bin/python" -c "import openai, anthropic, google.genai" >/dev/null 2>&1; then
+  echo "installing the provider SDKs (openai==$OPENAI_VERSION anthropic==$ANTHROPIC_VERSION google-genai==$GOOGLE_GENAI_VERSION) into $sdks/venv"
+  python3 -m venv "$sdks/venv"
+  "$sdks/venv/bin/pip" install --quiet --disable-pip-version-check \
+    "openai==$OPENAI_VERSION" "anthropic==$ANTHROPIC_VERSION" "google-genai==$GOOGLE_GENAI_VERSION"
 fi
 
 if [ ! -x "$dest/node_modules/.bin/conformance" ] || [ ! -x "$dest/node_modules/.bin/node" ]; then

@@ -3,6 +3,7 @@
 
 pub mod bombs;
 pub mod http_mcp;
+pub mod jsonschema;
 
 /// Paths of the test guest components (built by `build.rs`).
 pub mod guests {

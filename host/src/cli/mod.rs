@@ -25,7 +25,7 @@ mod render;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use vak_host::proposal::providers::{Provider, declaration, parse_document};
+use vak_host::proposal::providers::{Provider, declaration, parse_document, request_tools};
 use vak_host::{CallRecord, Host, HostBuilder, Policy, Proposal, Revocation, Revocations, Status};
 
 /// Exit status for bad usage of the CLI itself.
@@ -113,12 +113,14 @@ enum Command {
         /// The arguments, a JSON object, e.g. '{"zone":"Europe/Paris"}'.
         #[arg(required_unless_present = "proposal")]
         arguments: Option<String>,
-        /// A provider's proposal document (OpenAI, Anthropic, Gemini or MCP shape), or `-` for
-        /// stdin: every call in it is run, one record each, in one session.
+        /// A provider's proposal document (OpenAI, Anthropic, Gemini or MCP shape, as the API
+        /// sends it or its SDK dumps it), or `-` for stdin: every call in it is run, one record
+        /// each, in one session; an answer with no call runs nothing (exit 0).
         #[arg(long, value_name = "FILE", conflicts_with_all = ["tool", "arguments"])]
         proposal: Option<String>,
-        /// Read the proposal as this provider's shape instead of detecting it.
-        #[arg(long, value_name = "PROVIDER", requires = "proposal", value_parser = ["openai", "openai-chat", "openai-responses", "anthropic", "gemini", "mcp"])]
+        /// Read the proposal as this provider's shape instead of detecting it (`openai` is
+        /// `openai-chat`).
+        #[arg(long, value_name = "PROVIDER", requires = "proposal", value_parser = clap::builder::PossibleValuesParser::new(Provider::NAMES))]
         provider: Option<String>,
         /// Print the complete call record as JSON instead (an array with --proposal).
         #[arg(long)]
@@ -143,11 +145,13 @@ enum Command {
     },
     /// List the admitted tools with their input schemas (and the refused ones, with reasons).
     Tools {
-        /// Print JSON instead.
+        /// Print JSON instead (with --for: `{"provider", "tools", "notes"}`).
         #[arg(long)]
         json: bool,
-        /// Print the tools as this provider's tool declarations (JSON; notes on stderr).
-        #[arg(long = "for", value_name = "PROVIDER", value_parser = ["openai", "openai-responses", "anthropic", "gemini", "mcp"])]
+        /// Print the tools as the `tools` member of this provider's request body
+        /// (`{"tools": [...]}`; `openai` is `openai-chat`). Notes on what a declaration leaves out,
+        /// or why it is not strict, go to stderr (with --json, into the output's `notes`).
+        #[arg(long = "for", value_name = "PROVIDER", value_parser = clap::builder::PossibleValuesParser::new(Provider::NAMES))]
         for_provider: Option<String>,
     },
     /// Check a policy file and explain what it grants.
@@ -942,6 +946,15 @@ async fn run(cli: Cli) -> ExitCode {
                         .from_provider("cli"),
                 ],
             };
+            if from_document && proposals.is_empty() {
+                // A provider's answer with text only: nothing to run, nothing refused.
+                if json {
+                    say!("[]");
+                } else {
+                    say!("no tool calls in the proposal document");
+                }
+                return ExitCode::SUCCESS;
+            }
             let mut records = Vec::new();
             for mut p in proposals {
                 p.requirements.extend(required.iter().cloned());
@@ -997,7 +1010,7 @@ async fn run(cli: Cli) -> ExitCode {
         }
         Command::Tools { json, for_provider } => {
             if let Some(name) = for_provider {
-                return print_declarations(&host, &name);
+                return print_declarations(&host, &name, json);
             }
             if json {
                 let tools: Vec<_> = host
@@ -1556,37 +1569,45 @@ fn read_proposals(source: &str, provider: Option<&str>) -> Result<Vec<Proposal>,
     parse_document(&text, hint).map_err(|e| e.to_string())
 }
 
-fn print_declarations(host: &Host, name: &str) -> ExitCode {
+fn print_declarations(host: &Host, name: &str, json: bool) -> ExitCode {
     let Some(provider) = Provider::from_name(name) else {
         return usage_error(format!("unknown provider `{name}`"));
     };
-    if provider == Provider::Mcp {
-        // Exactly what `vak serve` answers to tools/list.
-        return match vak_host::mcp::Catalog::of(host) {
-            Ok(c) => {
-                say!("{}", render::json(&c.to_json()));
-                ExitCode::SUCCESS
-            }
+    let (tools, notes) = if provider == Provider::Mcp {
+        // Exactly what `vak serve` answers to tools/list: the admitted schemas, unchanged.
+        match vak_host::mcp::Catalog::of(host) {
+            Ok(c) => (c.to_json(), Vec::new()),
             Err(e) => {
                 say_err!("vak: {}", render::neutralise_line(&e.to_string()));
-                ExitCode::from(1)
+                return ExitCode::from(1);
             }
-        };
-    }
-    let mut decls = Vec::new();
-    for tool in host.tools() {
-        let d = &tool.descriptor;
-        let (decl, notes) = declaration(provider, &d.name, &d.description, &d.input_schema);
-        for n in notes {
-            say_err!("{}: {n}", d.name);
         }
-        decls.push(decl);
-    }
-    let doc = match provider {
-        Provider::Gemini => serde_json::json!([{ "functionDeclarations": decls }]),
-        _ => serde_json::Value::Array(decls),
+    } else {
+        let mut entries = Vec::new();
+        let mut notes = Vec::new();
+        for tool in host.tools() {
+            let d = &tool.descriptor;
+            let decl = declaration(provider, &d.name, &d.description, &d.input_schema);
+            for n in decl.notes {
+                notes.push(serde_json::json!({ "tool": d.name, "note": n }));
+            }
+            entries.push(decl.entry);
+        }
+        (request_tools(provider, entries), notes)
     };
-    say!("{}", render::json(&doc));
+    if json {
+        let doc = serde_json::json!({ "provider": provider.name(), "tools": tools["tools"], "notes": notes });
+        say!("{}", render::json(&doc));
+    } else {
+        for n in &notes {
+            say_err!(
+                "vak: {}: {}",
+                render::neutralise_line(n["tool"].as_str().unwrap_or_default()),
+                render::neutralise_line(n["note"].as_str().unwrap_or_default())
+            );
+        }
+        say!("{}", render::json(&tools));
+    }
     ExitCode::SUCCESS
 }
 

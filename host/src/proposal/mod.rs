@@ -1,6 +1,7 @@
 //! Provider proposal → one neutral call. A proposal is not an execution request until every
 //! later stage has passed; here it only has to be a well-formed call of a known tool.
 
+pub mod declarations;
 pub mod providers;
 pub mod strict;
 

@@ -1,19 +1,29 @@
-//! Provider shapes of proposed tool calls, each turned into neutral [`Proposal`]s.
+//! Provider shapes of proposed tool calls, each turned into neutral [`Proposal`]s, and the tool
+//! declarations handed to each provider ([`declaration`]).
 //!
-//! Accepted documents (whole responses, one message, or just the list of calls):
-//! - OpenAI Chat Completions: `choices[].message.tool_calls[]`, `function.arguments` a JSON *string*;
+//! Accepted documents (whole responses, one message, or just the list of calls), as each
+//! provider's API answers and as its official SDK dumps them (`model_dump_json()`,
+//! `to_json_dict()`: a `null` for every unset field, snake_case names):
+//! - OpenAI Chat Completions: `choices[].message.tool_calls[]`, `function.arguments` a JSON *string*
+//!   (`"tool_calls": null` is an answer with no call; the legacy `message.function_call` is one call);
 //! - OpenAI Responses: `output[]` items of type `function_call` (`call_id`, `name`, `arguments` string);
 //! - Anthropic Messages: `content[]` blocks of type `tool_use` (`id`, `name`, `input` object);
-//! - Gemini: `candidates[].content.parts[].functionCall` (`name`, `args` object, `id` optional);
+//! - Gemini: `candidates[].content.parts[].functionCall` (`name`, `args` object, `id` optional),
+//!   also spelt `function_call` (the google-genai SDK's dumps);
 //! - MCP: a `tools/call` request or its `params` (`name`, `arguments` object, optional).
 //!
-//! A defect of one call (no name, arguments of the wrong kind) does not sink the others: that
-//! call becomes a proposal carrying its defect, refused at the proposal stage with its own record.
+//! A provider's answer with no call in it (text only: `tool_calls` null or absent, no
+//! `function_call` item, no `tool_use` block, no `functionCall` part) is read as zero proposals,
+//! not as an error. A defect of one call (no name, arguments of the wrong kind) does not sink the
+//! others: that call becomes a proposal carrying its defect, refused at the proposal stage with
+//! its own record.
 
 use super::{
     MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, Proposal, ProposalError, nesting_depth, new_call_id,
 };
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+pub use super::declarations::{Declaration, declaration, request_tools};
 
 /// The provider families vak reads proposals from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +36,26 @@ pub enum Provider {
 }
 
 impl Provider {
+    /// Every provider, in the order a document's shape is looked for.
+    pub const ALL: [Provider; 5] = [
+        Provider::OpenAiChat,
+        Provider::OpenAiResponses,
+        Provider::Anthropic,
+        Provider::Gemini,
+        Provider::Mcp,
+    ];
+
+    /// The names `vak tools --for` and `vak call --provider` accept: each provider's own name,
+    /// and `openai` for Chat Completions.
+    pub const NAMES: [&'static str; 6] = [
+        "openai-chat",
+        "openai-responses",
+        "anthropic",
+        "gemini",
+        "mcp",
+        "openai",
+    ];
+
     /// The name used in records and on the command line.
     pub fn name(self) -> &'static str {
         match self {
@@ -69,6 +99,9 @@ pub const MAX_DOCUMENT_BYTES: usize = 8 * MAX_ARGUMENT_BYTES;
 const ENVELOPE_DEPTH: usize = 8;
 
 /// Read every proposed call in `text`. The shape is detected; `hint` forces one provider.
+///
+/// An empty list is a provider's answer that proposes no call (a text-only answer): nothing is
+/// to be run, and nothing was refused.
 pub fn parse_document(text: &str, hint: Option<Provider>) -> Result<Vec<Proposal>, DocumentError> {
     if text.len() > MAX_DOCUMENT_BYTES {
         return Err(DocumentError::TooLarge {
@@ -85,19 +118,16 @@ pub fn parse_document(text: &str, hint: Option<Provider>) -> Result<Vec<Proposal
         serde_json::from_str(text).map_err(|e| DocumentError::NotJson(e.to_string()))?;
     let providers = match hint {
         Some(p) => vec![p],
-        None => vec![
-            Provider::OpenAiChat,
-            Provider::OpenAiResponses,
-            Provider::Anthropic,
-            Provider::Gemini,
-            Provider::Mcp,
-        ],
+        None => Provider::ALL.to_vec(),
     };
-    for provider in providers {
+    for &provider in &providers {
         let calls = find_calls(provider, &doc);
         if !calls.is_empty() {
             return Ok(calls.into_iter().map(|c| read_call(provider, c)).collect());
         }
+    }
+    if providers.iter().any(|&p| answers_without_calls(p, &doc)) {
+        return Ok(Vec::new());
     }
     Err(DocumentError::UnknownShape(match hint {
         Some(p) => format!("looked for {} calls", p.name()),
@@ -112,59 +142,68 @@ fn as_list(v: &Value) -> Vec<&Value> {
     }
 }
 
+/// The field `key` of `v`, unless absent or `null` (SDK dumps write `null` for unset fields).
+fn field<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    v.get(key).filter(|f| !f.is_null())
+}
+
 /// The JSON objects in `doc` that are calls of `provider`.
 fn find_calls(provider: Provider, doc: &Value) -> Vec<&Value> {
     match provider {
         Provider::OpenAiChat => {
             // response → choices[].message; message → tool_calls; or the tool_calls array itself
-            let messages: Vec<&Value> = match doc.get("choices") {
+            let messages: Vec<&Value> = match field(doc, "choices") {
                 Some(choices) => as_list(choices)
                     .into_iter()
-                    .filter_map(|c| c.get("message"))
+                    .filter_map(|c| field(c, "message"))
                     .collect(),
                 None => vec![doc],
             };
             let mut calls = Vec::new();
             for m in messages {
-                match m.get("tool_calls") {
-                    Some(tc) => calls.extend(as_list(tc)),
-                    None => calls.extend(as_list(m).into_iter().filter(|c| {
-                        c.get("function").is_some() && c.get("type").is_none_or(|t| t == "function")
-                    })),
+                if let Some(tc) = field(m, "tool_calls") {
+                    calls.extend(as_list(tc));
+                } else if field(m, "function_call").is_some() {
+                    // The legacy functions API: the message itself is the one call.
+                    calls.push(m);
+                } else if m.get("tool_calls").is_none() {
+                    calls.extend(as_list(m).into_iter().filter(|c| {
+                        field(c, "function").is_some()
+                            && c.get("type").is_none_or(|t| t == "function")
+                    }));
                 }
             }
             calls
         }
         Provider::OpenAiResponses => {
-            let items = doc.get("output").unwrap_or(doc);
+            let items = field(doc, "output").unwrap_or(doc);
             as_list(items)
                 .into_iter()
                 .filter(|i| i.get("type").and_then(Value::as_str) == Some("function_call"))
                 .collect()
         }
         Provider::Anthropic => {
-            let blocks = doc.get("content").unwrap_or(doc);
+            let blocks = field(doc, "content").unwrap_or(doc);
             as_list(blocks)
                 .into_iter()
                 .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
                 .collect()
         }
         Provider::Gemini => {
-            let contents: Vec<&Value> = match doc.get("candidates") {
+            let contents: Vec<&Value> = match field(doc, "candidates") {
                 Some(c) => as_list(c)
                     .into_iter()
-                    .filter_map(|c| c.get("content"))
+                    .filter_map(|c| field(c, "content"))
                     .collect(),
                 None => vec![doc],
             };
             let mut calls = Vec::new();
             for content in contents {
-                let parts = content.get("parts").unwrap_or(content);
-                calls.extend(
-                    as_list(parts)
-                        .into_iter()
-                        .filter_map(|p| p.get("functionCall")),
-                );
+                let parts = field(content, "parts").unwrap_or(content);
+                calls.extend(as_list(parts).into_iter().filter_map(|p| {
+                    // The REST API's camelCase, or the google-genai SDK's snake_case dump.
+                    field(p, "functionCall").or_else(|| field(p, "function_call"))
+                }));
             }
             calls
         }
@@ -183,11 +222,50 @@ fn find_calls(provider: Provider, doc: &Value) -> Vec<&Value> {
     }
 }
 
+/// Whether `doc` is an answer of `provider` (a whole response or one message) that proposes no
+/// call: its envelope is there, with text (or nothing) where calls would be.
+fn answers_without_calls(provider: Provider, doc: &Value) -> bool {
+    let objects = |v: Option<&Value>| {
+        v.and_then(Value::as_array)
+            .is_some_and(|items| items.iter().all(Value::is_object))
+    };
+    let assistant = doc.get("role").and_then(Value::as_str) == Some("assistant");
+    match provider {
+        // A completion (`choices[].message`), or an assistant message with no `tool_calls`.
+        Provider::OpenAiChat => {
+            doc.get("choices")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .all(|c| c.get("message").is_some_and(Value::is_object))
+                })
+                || (assistant
+                    && doc
+                        .get("content")
+                        .is_none_or(|c| c.is_string() || c.is_null())
+                    && doc
+                        .get("tool_calls")
+                        .is_none_or(|t| t.is_null() || t == &Value::Array(Vec::new())))
+        }
+        Provider::OpenAiResponses => {
+            doc.get("object").and_then(Value::as_str) == Some("response")
+                && objects(doc.get("output"))
+        }
+        Provider::Anthropic => {
+            (doc.get("type").and_then(Value::as_str) == Some("message") || assistant)
+                && objects(doc.get("content"))
+        }
+        // A response whose candidates have text parts only, or none (a blocked prompt).
+        Provider::Gemini => objects(doc.get("candidates")),
+        Provider::Mcp => false,
+    }
+}
+
 /// One call → one proposal (with its defect, if any).
 fn read_call(provider: Provider, call: &Value) -> Proposal {
     let (id_field, name, args): (Option<&Value>, Option<&Value>, Option<&Value>) = match provider {
         Provider::OpenAiChat => {
-            let f = call.get("function");
+            let f = field(call, "function").or_else(|| field(call, "function_call"));
             (
                 call.get("id"),
                 f.and_then(|f| f.get("name")),
@@ -239,226 +317,6 @@ fn read_call(provider: Provider, call: &Value) -> Proposal {
         requirements: Vec::new(),
         renderer: crate::projection::RendererCaps::markdown(),
     }
-}
-
-/// Tool declarations for a provider, adapted from the admitted schema where the provider needs
-/// it, with a note for everything that could not be expressed.
-pub fn declaration(
-    provider: Provider,
-    name: &str,
-    description: &str,
-    schema: &Value,
-) -> (Value, Vec<String>) {
-    let mut notes = Vec::new();
-    let decl = match provider {
-        Provider::OpenAiChat => {
-            let mut s = inline_refs(schema, schema, &mut notes, 0);
-            strip_annotations(&mut s);
-            openai_strict(&mut s, "", &mut notes);
-            serde_json::json!({
-                "type": "function",
-                "function": { "name": name, "description": description, "parameters": s, "strict": true }
-            })
-        }
-        Provider::OpenAiResponses => {
-            let mut s = inline_refs(schema, schema, &mut notes, 0);
-            strip_annotations(&mut s);
-            openai_strict(&mut s, "", &mut notes);
-            serde_json::json!({ "type": "function", "name": name, "description": description, "parameters": s, "strict": true })
-        }
-        Provider::Anthropic => {
-            serde_json::json!({ "name": name, "description": description, "input_schema": schema })
-        }
-        Provider::Mcp => {
-            serde_json::json!({ "name": name, "description": description, "inputSchema": schema })
-        }
-        Provider::Gemini => {
-            let inlined = inline_refs(schema, schema, &mut notes, 0);
-            let s = gemini_schema(&inlined, "", &mut notes);
-            serde_json::json!({ "name": name, "description": description, "parameters": s })
-        }
-    };
-    (decl, notes)
-}
-
-fn strip_annotations(s: &mut Value) {
-    if let Value::Object(o) = s {
-        o.remove("$schema");
-        o.remove("title");
-    }
-}
-
-/// `schema` with local `$ref`s replaced by their targets (recursion is cut off with a note).
-fn inline_refs(node: &Value, root: &Value, notes: &mut Vec<String>, depth: usize) -> Value {
-    match node {
-        Value::Object(o) => {
-            if let Some(r) = o.get("$ref").and_then(Value::as_str)
-                && let Some(target) = r.strip_prefix('#').and_then(|p| root.pointer(p))
-            {
-                if depth > 16 {
-                    notes.push(format!("recursive `$ref` {r} cut off after 16 levels"));
-                    return Value::Object(Map::new());
-                }
-                let mut merged = inline_refs(target, root, notes, depth + 1);
-                if let Value::Object(m) = &mut merged {
-                    for (k, v) in o {
-                        if k != "$ref" {
-                            m.insert(k.clone(), inline_refs(v, root, notes, depth));
-                        }
-                    }
-                }
-                return merged;
-            }
-            Value::Object(
-                o.iter()
-                    .filter(|(k, _)| *k != "$defs" && *k != "definitions")
-                    .map(|(k, v)| (k.clone(), inline_refs(v, root, notes, depth)))
-                    .collect(),
-            )
-        }
-        Value::Array(a) => Value::Array(
-            a.iter()
-                .map(|v| inline_refs(v, root, notes, depth))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
-}
-
-/// OpenAI strict mode: every property required, optional ones nullable, no extra properties.
-fn openai_strict(s: &mut Value, at: &str, notes: &mut Vec<String>) {
-    let Value::Object(o) = s else { return };
-    for unsupported in [
-        "format", "minimum", "maximum", "pattern", "minItems", "maxItems", "default",
-    ] {
-        if o.remove(unsupported).is_some() && unsupported != "default" {
-            notes.push(format!(
-                "{at}/{unsupported}: dropped (not accepted in OpenAI strict mode)"
-            ));
-        }
-    }
-    if matches!(o.get("properties"), Some(Value::Object(_))) {
-        let required: Vec<String> = match o.get("required") {
-            Some(Value::Array(r)) => r
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect(),
-            _ => Vec::new(),
-        };
-        let Some(Value::Object(props)) = o.get_mut("properties") else {
-            return;
-        };
-        let names: Vec<String> = props.keys().cloned().collect();
-        for (name, sub) in props.iter_mut() {
-            openai_strict(sub, &format!("{at}/properties/{name}"), notes);
-            if !required.contains(name) {
-                make_nullable(sub);
-                notes.push(format!("{at}/properties/{name}: optional, so declared required and nullable (send null to omit)"));
-            }
-        }
-        o.insert(
-            "required".into(),
-            Value::Array(names.into_iter().map(Value::String).collect()),
-        );
-        if o.get("additionalProperties")
-            .is_some_and(|a| a != &Value::Bool(false))
-        {
-            notes.push(format!(
-                "{at}/additionalProperties: set to false (strict mode allows no extra properties)"
-            ));
-        }
-        o.insert("additionalProperties".into(), Value::Bool(false));
-    } else if o.get("type").and_then(Value::as_str) == Some("object") {
-        o.insert("properties".into(), Value::Object(Map::new()));
-        o.insert("required".into(), Value::Array(Vec::new()));
-        o.insert("additionalProperties".into(), Value::Bool(false));
-    }
-    if let Some(items) = o.get_mut("items") {
-        openai_strict(items, &format!("{at}/items"), notes);
-    }
-}
-
-fn make_nullable(s: &mut Value) {
-    let Value::Object(o) = s else { return };
-    match o.get("type").cloned() {
-        Some(Value::String(t)) if t != "null" => {
-            o.insert("type".into(), serde_json::json!([t, "null"]));
-        }
-        Some(Value::Array(mut ts)) if !ts.contains(&Value::from("null")) => {
-            ts.push("null".into());
-            o.insert("type".into(), Value::Array(ts));
-        }
-        _ => {}
-    }
-}
-
-/// Gemini's OpenAPI-style schema subset: upper-case types, `nullable`, no `additionalProperties`,
-/// no `const`.
-fn gemini_schema(s: &Value, at: &str, notes: &mut Vec<String>) -> Value {
-    let Value::Object(o) = s else {
-        return Value::Object(Map::new());
-    };
-    let mut out = Map::new();
-    for (k, v) in o {
-        match k.as_str() {
-            "type" => {
-                let names: Vec<&str> = match v {
-                    Value::String(t) => vec![t.as_str()],
-                    Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
-                    _ => Vec::new(),
-                };
-                let non_null: Vec<&str> = names.iter().copied().filter(|t| *t != "null").collect();
-                if names.contains(&"null") {
-                    out.insert("nullable".into(), Value::Bool(true));
-                }
-                match non_null.as_slice() {
-                    [t] => {
-                        out.insert("type".into(), Value::String(t.to_uppercase()));
-                    }
-                    _ => notes.push(format!("{at}/type: {v} cannot be expressed; left open")),
-                }
-            }
-            "properties" => {
-                if let Value::Object(props) = v {
-                    let converted: Map<String, Value> = props
-                        .iter()
-                        .map(|(n, p)| {
-                            (
-                                n.clone(),
-                                gemini_schema(p, &format!("{at}/properties/{n}"), notes),
-                            )
-                        })
-                        .collect();
-                    out.insert("properties".into(), Value::Object(converted));
-                }
-            }
-            "items" => {
-                out.insert(
-                    "items".into(),
-                    gemini_schema(v, &format!("{at}/items"), notes),
-                );
-            }
-            "required" | "enum" | "description" => {
-                out.insert(k.clone(), v.clone());
-            }
-            "const" => {
-                out.insert("enum".into(), Value::Array(vec![v.clone()]));
-            }
-            "additionalProperties" => {
-                if v == &Value::Bool(false) {
-                    notes.push(format!("{at}/additionalProperties: not expressible for Gemini; still enforced by vak"));
-                } else {
-                    notes.push(format!(
-                        "{at}/additionalProperties: not expressible for Gemini"
-                    ));
-                }
-            }
-            "$schema" | "title" | "default" | "$comment" => {}
-            other => notes.push(format!("{at}/{other}: not expressible for Gemini; dropped")),
-        }
-    }
-    Value::Object(out)
 }
 
 #[cfg(test)]
@@ -572,31 +430,5 @@ mod tests {
             parse_document(&deep, None),
             Err(DocumentError::TooDeep { .. })
         ));
-    }
-
-    #[test]
-    fn openai_strict_declarations_make_optional_properties_nullable() {
-        let schema = json!({"$schema":"x","title":"Args","type":"object",
-            "properties":{"values":{"type":"array","items":{"type":"number","format":"double"}},"unit":{"type":["string","null"]},"n":{"type":"integer"}},
-            "required":["values"]});
-        let (decl, notes) = declaration(Provider::OpenAiChat, "stats", "d", &schema);
-        let p = &decl["function"]["parameters"];
-        assert_eq!(p["required"], json!(["values", "unit", "n"]));
-        assert_eq!(p["additionalProperties"], false);
-        assert_eq!(p["properties"]["n"]["type"], json!(["integer", "null"]));
-        assert!(p.get("$schema").is_none());
-        assert!(
-            notes.iter().any(|n| n.contains("/properties/n")),
-            "{notes:?}"
-        );
-        assert!(notes.iter().any(|n| n.contains("format")), "{notes:?}");
-
-        let (g, notes) = declaration(Provider::Gemini, "stats", "d", &schema);
-        assert_eq!(g["parameters"]["type"], "OBJECT");
-        assert_eq!(
-            g["parameters"]["properties"]["unit"],
-            json!({"nullable": true, "type": "STRING"})
-        );
-        assert!(notes.iter().any(|n| n.contains("format")), "{notes:?}");
     }
 }
