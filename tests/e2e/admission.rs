@@ -369,12 +369,14 @@ async fn a_memory_bomb_compiles_under_its_own_ceiling_and_never_refuses_an_hones
     for run in 0..runs {
         let dir = tempfile::tempdir().unwrap();
         let memory = ceiling_mib.to_string();
+        // The server's stderr names each refused tool and why: kept for a failure's message.
+        let log = dir.path().join("stderr.log");
         let mut server = vak_tests::serve_command(
             dir.path(),
             &[("bomb", bomb.clone()), ("clock", bundled("clock"))],
             policy,
             &[],
-            std::process::Stdio::null(),
+            std::fs::File::create(&log).unwrap().into(),
         );
         server.args(["--no-cache", "--compile-memory", &memory]);
         let mut child = server.spawn().expect("vak serve");
@@ -393,6 +395,11 @@ async fn a_memory_bomb_compiles_under_its_own_ceiling_and_never_refuses_an_hones
             .unwrap_or_default();
         if names == ["clock"] {
             admitted += 1;
+        } else {
+            eprintln!(
+                "run {run}: the server said:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
         }
         let peak = peak_rss(pid);
         eprintln!(
