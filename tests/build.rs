@@ -14,6 +14,7 @@ fn main() {
         ("fetcher", "vak-guest-fetcher"),
         ("parent", "vak-guest-parent"),
         ("echo", "vak-guest-echo"),
+        ("forger", "vak-guest-forger"),
         ("conf_simple_text", "vak-guest-conf-simple-text"),
         ("conf_error_handling", "vak-guest-conf-error-handling"),
         ("conf_progress", "vak-guest-conf-progress"),

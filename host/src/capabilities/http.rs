@@ -571,6 +571,7 @@ impl Host for Broker {
                             response.sha256.clone(),
                         )
                         .unwrap_or_default();
+                    self.bodies.retain(&response.receipt, &response.body);
                     return Ok(response);
                 }
             }
