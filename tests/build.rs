@@ -17,6 +17,7 @@ fn main() {
         ("parent", "vak-guest-parent"),
         ("echo", "vak-guest-echo"),
         ("shapes", "vak-guest-shapes"),
+        ("forger", "vak-guest-forger"),
         ("conf_simple_text", "vak-guest-conf-simple-text"),
         ("conf_error_handling", "vak-guest-conf-error-handling"),
         ("conf_progress", "vak-guest-conf-progress"),

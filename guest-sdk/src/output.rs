@@ -38,16 +38,50 @@ impl Evidence {
     }
 
     /// Something the host witnessed, resting on the receipt `receipt` of this call.
+    ///
+    /// The item upholds a payload field only when the payload's registered schema binds that
+    /// field to this kind of receipt **and** the value agrees with what the receipt recorded;
+    /// otherwise the host marks it unsupported. For the built-in schemas:
+    ///
+    /// | payload field | receipt | value |
+    /// |---|---|---|
+    /// | `vak.temporal.instant/1` `/instant`, `/unix_seconds`, `/zone` | [`clock::now`](crate::clock::now) | the reading's `rfc3339`, `unix_seconds`, `zone` |
+    /// | `/offset_seconds` | the same | the reading's `offset_seconds` (the zone's offset at that instant) |
+    /// | `/observed_at` | the same | the reading's moment, in any offset |
+    /// | `vak.coding.change/1` `/files/*/path`, `/files/*/root` | [`workspace::read`](crate::workspace::read) or [`write`](crate::workspace::write) | the path and root asked for |
+    /// | `/files/*/before_sha256`, `/verification/sha256` | a read | the read's `sha256` |
+    /// | `/files/*/after_sha256` | a write | the write's `sha256` |
+    /// | `/verification/matches` | the read back after the write | whether its `sha256` is the write's |
+    /// | `vak.data.comparison/1` `/series/*/value`, `unit`, `basis`, `period/*` | a read (or a fetch) | text that occurs in the content read |
+    ///
+    /// `/max_age_seconds`, names and evidence ids are the tool's own statements: no item backs
+    /// them, and they do not keep a result from `verified`. Point the item at every material
+    /// field; one backed field is not enough. An item with no pointer only says the effect
+    /// happened. The full table: `docs/capabilities.md`, "What a receipt backs".
     pub fn observed(id: &str, receipt: &str) -> Self {
         Self::new(id, wit::EvidenceKind::Observed, Some(receipt))
     }
 
-    /// Something a fetched source says, resting on the receipt of that fetch.
+    /// Something a fetched source says, resting on the receipt of that fetch
+    /// ([`http::fetch`](crate::http::fetch)).
+    ///
+    /// For `vak.research.findings/1`, the item upholds `/findings/*/claim` only when the claim's
+    /// text occurs in the body the host fetched (whitespace runs count as one space),
+    /// `/findings/*/sources/*/url` when it is the response's `final_url`, and
+    /// `/findings/*/sources/*/sha256` when it is the response's `sha256`. A paraphrase is your
+    /// synthesis: present it in the document, or as [`Evidence::synthesized`].
     pub fn cited(id: &str, receipt: &str) -> Self {
         Self::new(id, wit::EvidenceKind::Cited, Some(receipt))
     }
 
     /// A value the tool computed from the evidence items `from`.
+    ///
+    /// Where the payload's schema binds the field to a computation the host knows
+    /// (`vak.data.summary/1` `/count`, `/min`, `/max`, `/mean`, `/median` of `/values`;
+    /// `vak.data.comparison/1` `/delta/value`, the difference of the two series' values), the
+    /// host recomputes it from the payload and the item stands only if the values agree. A
+    /// computation the host does not know stands only on supported items and never makes a
+    /// result verified.
     pub fn computed<I, S>(id: &str, from: I) -> Self
     where
         I: IntoIterator<Item = S>,

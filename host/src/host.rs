@@ -139,7 +139,9 @@ impl HostBuilder {
         self
     }
 
-    /// Register a payload schema (beside the built-in ones) with its material fields.
+    /// Register a payload schema (beside the built-in ones) with its material fields but no
+    /// bindings: no receipt can back its fields, so its results are never `verified`. See
+    /// [`HostBuilder::payload_schema_bound`].
     pub fn payload_schema(
         mut self,
         id: &str,
@@ -147,6 +149,21 @@ impl HostBuilder {
         material: Vec<String>,
     ) -> Result<Self, crate::schema::SchemaCompileError> {
         self.registry.register(id, document, material)?;
+        Ok(self)
+    }
+
+    /// Register a payload schema with its material fields and what backs each field (which
+    /// receipts, how the value relates, or which computation the host redoes): see
+    /// [`crate::registry`].
+    pub fn payload_schema_bound(
+        mut self,
+        id: &str,
+        document: serde_json::Value,
+        material: Vec<String>,
+        bindings: Vec<crate::registry::FieldBinding>,
+    ) -> Result<Self, crate::registry::RegistryError> {
+        self.registry
+            .register_bound(id, document, material, bindings)?;
         Ok(self)
     }
 
@@ -834,7 +851,9 @@ impl Host {
         // brokered dispatch
         let t = Instant::now();
         let children = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let bodies = crate::evidence::bodies::BodyStore::default();
         let broker = Broker::new(record.call_id.clone(), Some(tool.grant.clone()))
+            .retaining(bodies.clone())
             .watching(self.revocations().clone(), session.principal.clone())
             .keyed(self.inner.secrets.clone(), scrub.clone())
             .linked(ChildLink {
@@ -916,12 +935,17 @@ impl Host {
                     .payload_json
                     .as_deref()
                     .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok());
-                record.evidence = crate::evidence::check(
-                    &r.evidence,
-                    &record.all_receipts(),
-                    &record.call_id,
-                    payload.as_ref(),
-                );
+                let bodies = bodies.snapshot();
+                let subject = crate::evidence::Subject {
+                    schema_id: r.payload_schema.as_deref(),
+                    payload: payload.as_ref(),
+                    registry: &self.inner.registry,
+                    bodies: &bodies,
+                };
+                match crate::evidence::check(&r.evidence, &record.all_receipts(), &subject) {
+                    Ok(checked) => record.evidence = checked,
+                    Err(e) => return record.stop(CallError::from(&e), t.elapsed()),
+                }
                 record.result = Some(r);
                 // The outcome and the projection are made from the redacted result.
                 record.redact(scrub);
@@ -944,6 +968,7 @@ impl Host {
             result.payload_schema.as_deref(),
             payload.as_ref(),
             &record.evidence,
+            &record.all_receipts(),
             &proposal.requirements,
             jiff::Timestamp::now().as_second(),
         );

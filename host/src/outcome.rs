@@ -1,14 +1,22 @@
 //! Semantic outcome: the tool's result contract and the caller's requirements, evaluated one by
 //! one (met, unmet, not applicable), each linked to the evidence that decides it, and the label
 //! of the result. A result is `verified` only when its payload passed its registered schema, its
-//! material fields are present, and every requirement is met by observed or cited evidence.
+//! material fields are present, **every** material field the schema binds is backed by an item
+//! the evidence check upheld (its value agrees with a receipt of the call, or with the host's
+//! own computation), and every requirement is met.
+//!
+//! Requirements read the host's figures: freshness is measured from the time in the receipt
+//! that backs `/instant`, a verified change from the write and read-back receipts, aligned
+//! series from the periods, units and bases that receipts back; never from a payload field
+//! alone.
 //!
 //! Nothing here infers a domain from field names, and nothing computes a metric from whichever
 //! values happen to be present: a comparison without aligned periods, units and basis is unmet,
 //! and no delta is derived.
 
+use crate::capabilities::Receipt;
 use crate::evidence::{CheckedEvidence, Support};
-use crate::registry::{Domain, Registry};
+use crate::registry::{Backing, Domain, PayloadSchema, Registry};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -91,7 +99,8 @@ pub struct Outcome {
     pub requirements: Vec<RequirementOutcome>,
 }
 
-fn supported_for<'a>(
+/// The supported items of `kinds` that uphold the field `pointer` (a concrete pointer).
+fn upholding<'a>(
     evidence: &'a [CheckedEvidence],
     pointer: &str,
     kinds: &[&str],
@@ -99,26 +108,61 @@ fn supported_for<'a>(
     evidence
         .iter()
         .filter(|e| e.support == Support::Supported && kinds.contains(&e.item.kind.as_str()))
-        .filter(|e| {
-            e.item.supports.iter().any(|s| {
-                s == pointer
-                    || pointer.starts_with(&format!("{s}/"))
-                    || s.starts_with(&format!("{pointer}/"))
-            })
-        })
+        .filter(|e| e.upholds.iter().any(|u| u == pointer))
         .collect()
 }
 
 fn ids(items: &[&CheckedEvidence]) -> Vec<String> {
-    items.iter().map(|e| e.item.id.clone()).collect()
+    let mut out: Vec<String> = Vec::new();
+    for e in items {
+        if !out.contains(&e.item.id) {
+            out.push(e.item.id.clone());
+        }
+    }
+    out
 }
 
-/// Evaluate a completed result.
+/// Most fields one diagnostic names (then it says how many more).
+const MAX_NAMED: usize = 12;
+
+fn name_some(fields: &[String]) -> String {
+    let mut text = fields
+        .iter()
+        .take(MAX_NAMED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if fields.len() > MAX_NAMED {
+        text.push_str(&format!(" and {} more", fields.len() - MAX_NAMED));
+    }
+    text
+}
+
+/// The receipt an upheld `observed` item rests on, for the field `pointer`.
+fn backing_receipt<'r>(
+    evidence: &[CheckedEvidence],
+    pointer: &str,
+    receipts: &'r [Receipt],
+) -> Option<(&'r Receipt, String)> {
+    upholding(evidence, pointer, &["observed", "cited"])
+        .into_iter()
+        .find_map(|e| {
+            let id = e.item.receipt.as_deref()?;
+            receipts
+                .iter()
+                .find(|r| r.id == id)
+                .map(|r| (r, e.item.id.clone()))
+        })
+}
+
+/// Evaluate a completed result. `receipts` are the call's and its child runs' (the evidence was
+/// checked against them); `now_unix` is the host's time of the evaluation.
 pub fn evaluate(
     registry: &Registry,
     payload_schema: Option<&str>,
     payload: Option<&Value>,
     evidence: &[CheckedEvidence],
+    receipts: &[Receipt],
     requirements: &[Requirement],
     now_unix: i64,
 ) -> Outcome {
@@ -151,17 +195,9 @@ pub fn evaluate(
                 },
             });
             let missing: Vec<&str> = s.material.iter().filter(|m| p.pointer(m).is_none()).map(String::as_str).collect();
-            let backed: Vec<&CheckedEvidence> = s
-                .material
-                .iter()
-                .flat_map(|m| supported_for(evidence, m, &["observed", "cited"]))
-                .collect();
             // A comparison means something only between aligned series: alignment is part of
             // the data domain's result contract, whether or not the caller asked for it.
-            let misaligned = s.domain == Domain::DataComparison
-                && passed
-                && evaluate_one(&Requirement::AlignedComparison, String::new(), p, evidence, now_unix).decision
-                    != Decision::Met;
+            let misaligned = s.domain == Domain::DataComparison && passed && !shown_aligned(p);
             out.push(RequirementOutcome {
                 requirement: "material_fields".into(),
                 decision: if missing.is_empty() && !misaligned { Decision::Met } else { Decision::Unmet },
@@ -174,16 +210,7 @@ pub fn evaluate(
                     "present".into()
                 },
             });
-            out.push(RequirementOutcome {
-                requirement: "host_evidence".into(),
-                decision: if backed.is_empty() { Decision::Unmet } else { Decision::Met },
-                evidence: ids(&backed),
-                diagnostic: if backed.is_empty() {
-                    "no observed or cited evidence supports a material field".into()
-                } else {
-                    "material fields supported by host-backed evidence".into()
-                },
-            });
+            out.push(host_evidence(s, p, evidence));
         }
     }
     let domain = registered.map(|s| s.domain);
@@ -213,6 +240,7 @@ pub fn evaluate(
                 name,
                 payload.unwrap_or(&Value::Null),
                 evidence,
+                receipts,
                 now_unix,
             )
         };
@@ -236,111 +264,213 @@ pub fn evaluate(
     }
 }
 
+/// `host_evidence`: every material field the schema binds, present in the payload, is upheld
+/// (by an `observed` or `cited` item for a receipt-bound field, by a recomputed `computed` item
+/// for a computed one); fields the tool declares do not count, other bound fields are named
+/// when nothing backs them.
+fn host_evidence(s: &PayloadSchema, p: &Value, evidence: &[CheckedEvidence]) -> RequirementOutcome {
+    let mut backing: Vec<&CheckedEvidence> = Vec::new();
+    let mut unbacked = Vec::new();
+    let mut informative = Vec::new();
+    let mut needed = 0usize;
+    for (field, binding) in crate::evidence::bound_fields(s, p) {
+        let kinds: &[&str] = match binding.backing {
+            Backing::Declared => continue,
+            Backing::Receipt { .. } => &["observed", "cited"],
+            Backing::Computed { .. } => &["computed"],
+        };
+        let by = upholding(evidence, &field, kinds);
+        if binding.material {
+            needed += 1;
+            if by.is_empty() {
+                unbacked.push(field);
+            }
+        } else if by.is_empty() {
+            informative.push(field);
+        }
+        backing.extend(by);
+    }
+    let shown = if informative.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; shown as not backed (not material): {}",
+            name_some(&informative)
+        )
+    };
+    let (decision, diagnostic) = if needed == 0 {
+        (
+            Decision::Unmet,
+            format!(
+                "`{}` binds none of the payload's fields to a receipt or a computation the host knows: nothing in it can be backed",
+                s.id
+            ),
+        )
+    } else if unbacked.is_empty() {
+        (
+            Decision::Met,
+            format!("all {needed} material fields backed by host evidence{shown}"),
+        )
+    } else {
+        (
+            Decision::Unmet,
+            format!(
+                "material fields not backed by host evidence: {}{shown}",
+                name_some(&unbacked)
+            ),
+        )
+    };
+    RequirementOutcome {
+        requirement: "host_evidence".into(),
+        decision,
+        evidence: ids(&backing),
+        diagnostic,
+    }
+}
+
+/// Whether the series shown share period, unit and basis (the values as shown, backed or not).
+fn shown_aligned(p: &Value) -> bool {
+    let series = p["series"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let first = series.first();
+    series.len() >= 2
+        && series.iter().all(|s| {
+            first.is_some_and(|f| {
+                s["period"] == f["period"] && s["unit"] == f["unit"] && s["basis"] == f["basis"]
+            })
+        })
+}
+
 fn evaluate_one(
     req: &Requirement,
     name: String,
     p: &Value,
     evidence: &[CheckedEvidence],
+    receipts: &[Receipt],
     now_unix: i64,
 ) -> RequirementOutcome {
     let (decision, backing, diagnostic) = match req {
         Requirement::Freshness { max_age_seconds } => {
-            let backing = supported_for(evidence, "/instant", &["observed"]);
-            let observed = p["unix_seconds"].as_i64();
-            match observed {
-                _ if backing.is_empty() => (
+            let backing = upholding(evidence, "/instant", &["observed"]);
+            let reading = backing_receipt(evidence, "/instant", receipts);
+            match reading
+                .as_ref()
+                .and_then(|(r, _)| r.outcome["unix_seconds"].as_i64().map(|t| (r, t)))
+            {
+                None if backing.is_empty() => (
                     Decision::Unmet,
                     backing,
-                    "no observed evidence supports /instant".to_string(),
+                    "no observed evidence backs /instant: its age is unknown".to_string(),
                 ),
-                Some(t) if now_unix.saturating_sub(t) <= *max_age_seconds as i64 => (
-                    Decision::Met,
-                    backing,
-                    format!(
-                        "observed {} s ago (≤ {max_age_seconds} s)",
-                        now_unix.saturating_sub(t)
-                    ),
-                ),
-                Some(t) => (
+                None => (
                     Decision::Unmet,
                     backing,
-                    format!(
-                        "observed {} s ago (> {max_age_seconds} s)",
-                        now_unix.saturating_sub(t)
-                    ),
+                    "the receipt backing /instant records no reading time".into(),
                 ),
-                None => (Decision::Unmet, backing, "no observation time".into()),
+                Some((r, t)) => {
+                    let age = now_unix.saturating_sub(t);
+                    let within = age <= i64::try_from(*max_age_seconds).unwrap_or(i64::MAX);
+                    (
+                        if within {
+                            Decision::Met
+                        } else {
+                            Decision::Unmet
+                        },
+                        backing,
+                        format!(
+                            "observed {age} s ago by receipt {:?} ({} {max_age_seconds} s)",
+                            r.id,
+                            if within { "≤" } else { ">" }
+                        ),
+                    )
+                }
             }
         }
         Requirement::EveryClaimCited => {
-            let findings = p["findings"].as_array().cloned().unwrap_or_default();
+            let count = p["findings"].as_array().map_or(0, Vec::len);
             let mut backing = Vec::new();
             let mut uncited = Vec::new();
-            for i in 0..findings.len() {
+            for i in 0..count {
                 let pointer = format!("/findings/{i}/claim");
-                let b = supported_for(evidence, &pointer, &["cited"]);
+                let b = upholding(evidence, &pointer, &["cited"]);
                 if b.is_empty() {
                     uncited.push(i.to_string());
                 }
                 backing.extend(b);
             }
-            if findings.is_empty() {
+            if count == 0 {
                 (Decision::Unmet, backing, "there are no findings".into())
             } else if uncited.is_empty() {
                 (
                     Decision::Met,
                     backing,
-                    format!("all {} claims cited to supported sources", findings.len()),
+                    format!("all {count} claims occur in sources the host fetched"),
                 )
             } else {
                 (
                     Decision::Unmet,
                     backing,
                     format!(
-                        "claims without a supported citation: {}",
-                        uncited.join(", ")
+                        "claims not backed by a fetched source: {}",
+                        name_some(&uncited)
                     ),
                 )
             }
         }
         Requirement::VerifiedChange => {
-            let backing = supported_for(evidence, "/verification", &["observed"]);
+            // The read-back item's upheld `/verification/matches` is the host's own derivation
+            // (a write of this call to the same file, then a read with the same digest).
+            let backing = upholding(evidence, "/verification/matches", &["observed"]);
             if p["verification"]["matches"] == Value::Bool(true) && !backing.is_empty() {
                 (
                     Decision::Met,
                     backing,
-                    "read back after writing, and it matches".into(),
+                    "the host read the file back after writing it, and it matches".into(),
                 )
             } else {
                 (
                     Decision::Unmet,
                     backing,
-                    "no supported read-back shows the change".into(),
+                    "no upheld read-back shows the change".into(),
                 )
             }
         }
         Requirement::AlignedComparison => {
-            let series = p["series"].as_array().cloned().unwrap_or_default();
-            let first = series.first();
-            let aligned = series.len() >= 2
-                && series.iter().all(|s| {
-                    first.is_some_and(|f| {
-                        s["period"] == f["period"]
-                            && s["unit"] == f["unit"]
-                            && s["basis"] == f["basis"]
-                    })
-                });
-            if aligned {
-                (
-                    Decision::Met,
-                    Vec::new(),
-                    "periods, units and basis align".into(),
-                )
-            } else {
+            let count = p["series"].as_array().map_or(0, Vec::len);
+            let mut backing = Vec::new();
+            let mut unbacked = Vec::new();
+            for i in 0..count {
+                for f in ["period/start", "period/end", "unit", "basis"] {
+                    let pointer = format!("/series/{i}/{f}");
+                    let b = upholding(evidence, &pointer, &["observed", "cited"]);
+                    if b.is_empty() {
+                        unbacked.push(pointer);
+                    }
+                    backing.extend(b);
+                }
+            }
+            if !shown_aligned(p) {
                 (
                     Decision::Unmet,
                     Vec::new(),
                     "the series do not share period, unit and basis: no comparison is made".into(),
+                )
+            } else if !unbacked.is_empty() {
+                (
+                    Decision::Unmet,
+                    backing,
+                    format!(
+                        "the series look aligned, but these are not backed by a receipt: {}",
+                        name_some(&unbacked)
+                    ),
+                )
+            } else {
+                (
+                    Decision::Met,
+                    backing,
+                    "periods, units and basis align, each backed by a receipt".into(),
                 )
             }
         }

@@ -94,8 +94,14 @@ async fn handshake_era_lists_tools_and_keeps_the_call_contract() {
     assert_eq!(clock["annotations"]["readOnlyHint"], true);
     assert_eq!(clock["annotations"]["openWorldHint"], false);
     assert!(clock["title"].is_string());
-    // stats names a payload schema the host does not register: no output schema is promised.
-    assert!(tools[2].get("outputSchema").is_none(), "{}", tools[2]);
+    // stats names `vak.data.summary/1`, which the host registers: its schema is promised.
+    assert!(
+        tools[2]["outputSchema"]["required"]
+            .as_array()
+            .is_some_and(|r| r.contains(&json!("mean"))),
+        "{}",
+        tools[2]
+    );
 
     // Completed: the payload as structured content, the document and a JSON copy as content.
     let ok = c

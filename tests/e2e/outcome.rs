@@ -94,14 +94,22 @@ async fn each_domain_earns_a_card_only_with_its_material_fields() {
         ),
     ];
     for (schema, payload, observed) in cases {
+        // The fields are there: a card. But the echo's clock reading recorded none of these
+        // values, so the item resting on it is refused and the label is not `verified` (the
+        // honest twins, over receipts that did record them, are in tests/e2e/evidence.rs).
         let r = host
             .call(echo(Some(schema), payload.clone(), "doc", &observed).render_for(cards.clone()))
             .await;
         assert_eq!(
             form(&r),
-            ("card", "verified"),
+            ("card", "unverified"),
             "{schema}: {}",
             r.to_json_pretty()
+        );
+        assert_eq!(
+            r.evidence[0].support,
+            vak_host::evidence::Support::Unsupported,
+            "{schema}"
         );
 
         // The same payload with a material field removed: a document, with a diagnostic.

@@ -368,8 +368,8 @@ async fn fabricated_evidence_is_downgraded_and_honest_evidence_kept() {
     assert_eq!(verdict("derived").0, Support::Supported);
     assert_eq!(verdict("summary").0, Support::Synthesized);
     for (id, why) in [
-        ("invented", "belongs to another call"),
-        ("replayed", "belongs to another call"),
+        ("invented", "no such receipt"),
+        ("replayed", "no such receipt"),
         ("wrong-digest", "digest"),
         ("clock-as-source", "citation"),
         ("derived-from-invented", "unsupported"),
@@ -385,6 +385,68 @@ async fn fabricated_evidence_is_downgraded_and_honest_evidence_kept() {
         result.evidence.iter().map(|e| &e.id).collect::<Vec<_>>(),
         r.evidence.iter().map(|e| &e.item.id).collect::<Vec<_>>()
     );
+}
+
+/// Room for the longest chains the evidence cap admits.
+const CHAIN_POLICY: &str = r#"
+[tools.clock]
+capabilities.clock = { zones = ["*"] }
+
+[tools.hostile]
+capabilities.clock = { zones = ["UTC"] }
+capabilities.log = {}
+caps = { fuel = 2_000_000_000, wall_time_ms = 20_000, result_bytes = 4_194_304 }
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chain_of_computed_items_is_settled_in_linear_time_and_bounded() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host(CHAIN_POLICY, &cache).await;
+    let max = vak_host::evidence::MAX_EVIDENCE_ITEMS as u64;
+    // The result stage's time for a chain of `n`: the least of five calls (the machine may be
+    // shared; the least is the one least disturbed).
+    let result_stage = async |n: u64| {
+        let mut best = u64::MAX;
+        for _ in 0..5 {
+            let r = hostile(&host, "chain", n).await;
+            assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+            assert_eq!(r.evidence.len() as u64, n);
+            assert!(
+                r.evidence[1..]
+                    .iter()
+                    .all(|e| e.support == vak_host::evidence::Support::Unsupported),
+                "every link stands on a synthesized root"
+            );
+            let stage = r
+                .stages
+                .iter()
+                .find(|s| s.stage == vak_host::Stage::Result)
+                .unwrap();
+            best = best.min(stage.elapsed_ns);
+        }
+        best
+    };
+    let small = result_stage(max / 10).await;
+    let large = result_stage(max).await;
+    eprintln!(
+        "result stage: {} items {:.2} ms, {max} items {:.2} ms, ratio {:.1}",
+        max / 10,
+        small as f64 / 1e6,
+        large as f64 / 1e6,
+        large as f64 / small as f64
+    );
+    assert!(
+        large < small.saturating_mul(20),
+        "10x the items cost {large} ns against {small} ns"
+    );
+    // Past the cap (the chain of 30,000 of issue #30 among them): stopped at `result`, typed.
+    let r = hostile(&host, "chain", 30_000).await;
+    assert_eq!(r.status, Status::Failed, "{}", r.to_json_pretty());
+    assert_eq!(error_kind(&r), "too_much_evidence");
+    let e = r.error.as_ref().unwrap();
+    assert_eq!((e.stage, e.retryable), (vak_host::Stage::Result, false));
+    assert_eq!(e.details["limit"], max);
+    assert_still_serving(&host).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

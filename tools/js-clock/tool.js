@@ -94,7 +94,7 @@ export const tool = {
         {
           id: "reading",
           kind: "observed",
-          supports: ["/instant", "/offset_seconds", "/zone", "/observed_at"],
+          supports: ["/instant", "/unix_seconds", "/offset_seconds", "/zone", "/observed_at"],
           receipt: reading.receipt, // the host's receipt id for this reading
           digest: undefined,
           derivedFrom: [],

@@ -89,7 +89,7 @@ class Tool(exports.Tool):
                 types.Evidence(
                     id="reading",
                     kind=types.EvidenceKind.OBSERVED,
-                    supports=["/instant", "/offset_seconds", "/zone", "/observed_at"],
+                    supports=["/instant", "/unix_seconds", "/offset_seconds", "/zone", "/observed_at"],
                     receipt=reading.receipt,  # the host's receipt id for this reading
                     digest=None,
                     derived_from=[],

@@ -761,6 +761,7 @@ impl Broker {
                             response.sha256.clone(),
                         )
                         .unwrap_or_default();
+                    self.bodies.retain(&response.receipt, &response.body);
                     return Ok(response);
                 }
             }

@@ -193,6 +193,8 @@ pub struct Broker {
     /// Checked on every request, so a revocation reaches calls already running.
     pub(crate) revocations: Option<Arc<Revocations>>,
     pub(crate) receipts: ReceiptSink,
+    /// The bodies fetched and read, kept for the evidence check.
+    pub(crate) bodies: crate::evidence::bodies::BodyStore,
     pub(crate) log: log::LogBuffer,
     /// Set for calls (not for `describe`): how a child run reaches the host.
     pub(crate) child: Option<invoke::ChildLink>,
@@ -225,6 +227,7 @@ impl Broker {
             principal: None,
             revocations: None,
             receipts: ReceiptSink::default(),
+            bodies: Default::default(),
             log: log::LogBuffer::default(),
             child: None,
             fuel: Arc::default(),
@@ -233,6 +236,13 @@ impl Broker {
             approvals: None,
             scrub: Arc::new(crate::secrets::Scrubber::none()),
         }
+    }
+
+    /// The same broker, keeping the bodies it fetches and reads in `bodies` (for the evidence
+    /// check after the call).
+    pub(crate) fn retaining(mut self, bodies: crate::evidence::bodies::BodyStore) -> Self {
+        self.bodies = bodies;
+        self
     }
 
     /// The same broker, asking `approvals` before the first use of a scope marked `ask`.

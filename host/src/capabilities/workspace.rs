@@ -172,6 +172,7 @@ impl Host for Broker {
                         sha256.clone(),
                     )
                     .unwrap_or_default();
+                self.bodies.retain(&receipt, &content);
                 Ok(FileRead {
                     content,
                     sha256,

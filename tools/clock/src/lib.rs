@@ -80,6 +80,7 @@ impl Tool for Clock {
             o.with_evidence(
                 Evidence::observed("reading", &reading.receipt)
                     .supports("/instant")
+                    .supports("/unix_seconds")
                     .supports("/offset_seconds")
                     .supports("/zone")
                     .supports("/observed_at")

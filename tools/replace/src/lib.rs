@@ -1,7 +1,8 @@
 //! `replace`: search and replace in one file of a workspace root, with evidence of what changed.
 //!
-//! The result cites three host receipts: the read before the change, the write, and a read back
-//! after it (the verification that the file now holds what was written).
+//! The result cites three host receipts: the read before the change, the write (which also backs
+//! the root and path shown), and a read back after it (the verification that the file now holds
+//! what was written; the host derives `matches` from the write and read-back receipts itself).
 
 use vak_guest::prelude::*;
 
@@ -116,6 +117,8 @@ impl Tool for Replace {
             .with_evidence(
                 Evidence::observed("write", &written.receipt)
                     .digest(&written.sha256)
+                    .supports("/files/0/root")
+                    .supports("/files/0/path")
                     .supports("/files/0/after_sha256"),
             )
             .with_evidence(

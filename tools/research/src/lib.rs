@@ -1,5 +1,7 @@
 //! `research`: fetch allow-listed pages and report what each says about itself (its title), each
 //! finding cited to the host receipt of the fetch, with the digest of the body it was read from.
+//! The claim is the title's text as it occurs in the page, and the cited item backs the whole
+//! finding (claim, URL and digest), which the host compares with the body it fetched.
 
 use vak_guest::prelude::*;
 
@@ -76,18 +78,43 @@ impl Tool for Research {
                 ));
             }
             let text = String::from_utf8_lossy(&page.body);
-            let claim = match title(&text) {
-                Some(t) => format!("{} is titled \"{t}\"", page.final_url),
-                None => format!("{} has no title", page.final_url),
-            };
             let id = format!("source-{i}");
-            markdown.push_str(&format!("- {claim} [{}]\n", i + 1));
-            evidence.push(
-                Evidence::cited(&id, &page.receipt)
-                    .digest(&page.sha256)
-                    .supports(&format!("/findings/{i}/claim"))
-                    .note(&page.final_url),
-            );
+            // The claim is the page's own words (its title), so the host can find it in the
+            // body it fetched; the sentence around it in the document is presentation.
+            let claim = match title(&text) {
+                Some(t) => {
+                    markdown.push_str(&format!(
+                        "- {} is titled \"{t}\" [{}]\n",
+                        page.final_url,
+                        i + 1
+                    ));
+                    evidence.push(
+                        Evidence::cited(&id, &page.receipt)
+                            .digest(&page.sha256)
+                            .supports(&format!("/findings/{i}"))
+                            .note(&page.final_url),
+                    );
+                    t
+                }
+                None => {
+                    // That a page has no title is the tool's reading, not words of the page:
+                    // only the source is cited, the claim is the tool's own.
+                    let claim = format!("{} has no title", page.final_url);
+                    markdown.push_str(&format!("- {claim} [{}]\n", i + 1));
+                    evidence.push(
+                        Evidence::cited(&id, &page.receipt)
+                            .digest(&page.sha256)
+                            .supports(&format!("/findings/{i}/sources/0"))
+                            .note(&page.final_url),
+                    );
+                    evidence.push(
+                        Evidence::synthesized(&format!("reading-{i}"))
+                            .supports(&format!("/findings/{i}/claim"))
+                            .note("no <title> found"),
+                    );
+                    claim
+                }
+            };
             findings.push(Finding {
                 claim,
                 sources: vec![Source {

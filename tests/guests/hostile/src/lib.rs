@@ -5,7 +5,7 @@ use vak_guest::prelude::*;
 #[derive(Deserialize, JsonSchema)]
 pub struct Args {
     /// spin | spin-host | sleep | hold | grow | recurse | big-result | flood | handles |
-    /// bulk-copy | panic | ok (and the others below)
+    /// bulk-copy | chain | panic | ok (and the others below)
     pub mode: String,
     /// A size for modes that take one.
     #[serde(default)]
@@ -141,26 +141,51 @@ impl Tool for Hostile {
                     .receipt
                     .clone()
                     .unwrap_or_else(|| "call_elsewhere/1".into());
+                let payload = json!({
+                    "instant": reading.rfc3339,
+                    "unix_seconds": reading.unix_seconds,
+                    "offset_seconds": reading.offset_seconds,
+                    "zone": reading.zone,
+                    "observed_at": reading.rfc3339,
+                    "max_age_seconds": 60,
+                });
                 Output::markdown(format!("It is {}.", reading.rfc3339))
-                    .with_payload("vak.test/1", &json!({ "now": reading.rfc3339 }))
+                    .with_payload("vak.temporal.instant/1", &payload)
                     .map(|o| {
-                        o.with_evidence(
-                            Evidence::observed("honest", &reading.receipt).supports("/now"),
-                        )
-                        .with_evidence(
-                            Evidence::observed("invented", "call_nowhere/7").supports("/now"),
-                        )
-                        .with_evidence(Evidence::observed("replayed", &replayed).supports("/now"))
-                        .with_evidence(
-                            Evidence::observed("wrong-digest", &reading.receipt)
-                                .digest(&"0".repeat(64))
-                                .supports("/now"),
-                        )
-                        .with_evidence(Evidence::cited("clock-as-source", &reading.receipt))
-                        .with_evidence(Evidence::computed("derived", ["honest"]).supports("/now"))
-                        .with_evidence(Evidence::computed("derived-from-invented", ["invented"]))
-                        .with_evidence(Evidence::synthesized("summary"))
+                        o.with_evidence(Evidence::observed("honest", &reading.receipt).supports(""))
+                            .with_evidence(
+                                Evidence::observed("invented", "call_nowhere/7")
+                                    .supports("/instant"),
+                            )
+                            .with_evidence(
+                                Evidence::observed("replayed", &replayed).supports("/instant"),
+                            )
+                            .with_evidence(
+                                Evidence::observed("wrong-digest", &reading.receipt)
+                                    .digest(&"0".repeat(64))
+                                    .supports("/instant"),
+                            )
+                            .with_evidence(Evidence::cited("clock-as-source", &reading.receipt))
+                            .with_evidence(
+                                Evidence::computed("derived", ["honest"]).supports("/instant"),
+                            )
+                            .with_evidence(Evidence::computed(
+                                "derived-from-invented",
+                                ["invented"],
+                            ))
+                            .with_evidence(Evidence::synthesized("summary"))
                     })
+            }
+            "chain" => {
+                // `n` computed items, each derived from the one before, the first from a
+                // synthesized one: every one of them must be settled unsupported, in linear time.
+                let mut out = Output::markdown("a chain")
+                    .with_evidence(Evidence::synthesized("0").note("the root"));
+                for i in 1..args.n.max(1) {
+                    out = out
+                        .with_evidence(Evidence::computed(&i.to_string(), [(i - 1).to_string()]));
+                }
+                Ok(out)
             }
             "read-then-panic" => {
                 let _ = clock::now("UTC");

@@ -32,7 +32,9 @@ impl Tool for Parent {
         }
         Ok(Output::markdown(format!("child said: {}", child.markdown))
             .with_payload("vak.test/1", &json!({ "child": child.call_id }))?
-            .with_evidence(Evidence::observed("child", &child.receipt).supports("/child")))
+            // The run itself is what the host witnessed (`vak.test/1` binds no field to an
+            // `invoke` receipt, so the item points at none).
+            .with_evidence(Evidence::observed("child", &child.receipt).note("the child run")))
     }
 }
 
