@@ -320,6 +320,20 @@ impl Ledger {
     /// lower (what the session has left). Atomic: concurrent claims of one session (on any node
     /// of a shared store) never overrun it.
     pub async fn reserve(&self, claim: &Claim<'_>) -> Result<(Limits, Reservation), BudgetError> {
+        self.reserve_by(
+            claim,
+            std::time::Instant::now() + std::time::Duration::from_secs(5),
+        )
+        .await
+    }
+
+    /// [`Ledger::reserve`], waiting for a shared ledger until `deadline` at most (then a
+    /// retryable `store_unavailable`).
+    pub async fn reserve_by(
+        &self,
+        claim: &Claim<'_>,
+        deadline: std::time::Instant,
+    ) -> Result<(Limits, Reservation), BudgetError> {
         let (limits, held) = match &self.kind {
             LedgerKind::Memory(state) => {
                 let mut st = Self::lock(state);
@@ -330,7 +344,7 @@ impl Ledger {
             }
             // Nothing caps the call: no round trip, only the charge (with the record).
             LedgerKind::Shared(_) if !claim.capped() => (claim.limits, Totals::default()),
-            LedgerKind::Shared(shared) => shared.reserve(claim).await?,
+            LedgerKind::Shared(shared) => shared.reserve(claim, deadline).await?,
         };
         Ok((
             limits,
