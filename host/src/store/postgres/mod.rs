@@ -6,16 +6,23 @@
 //!   call used is committed in the same statement as its journal entry.
 //! - **Journal.** One hash chain per node (`node`, `node_seq`), tied by a global identity
 //!   (`gseq`, the commit order across nodes). A node appends only to its own chain, so nodes never
-//!   wait for each other's head; `UNIQUE (node, node_seq)` makes a fork impossible even if two
-//!   processes share a node name (the second is told, reads the head again and retries). One
-//!   writer task per node commits every record waiting as one statement (group commit), and
-//!   answers no call before its record is committed.
+//!   wait for each other's head; `UNIQUE (node, node_seq)` makes a fork impossible. One writer
+//!   task per node commits every record waiting as one statement (group commit), and answers no
+//!   call before its record is committed; records whose commit got no answer are kept and
+//!   committed when the store answers again.
+//! - **Leases.** A node's name is held by one live process (its row in `vak_nodes`, renewed at
+//!   every revocation read); a second process with a live name is refused at start, and the
+//!   journal commit checks the lease in the same statement.
 //! - **Revocations.** A row each; the insert notifies every listening node (`LISTEN/NOTIFY`), and
-//!   each node also polls as a safety net. A node whose view was not confirmed within its bound
-//!   refuses new calls (`store_unavailable`) rather than run one that may have been revoked.
+//!   each node also polls as a safety net, applying what is new before it acknowledges it with its
+//!   heartbeat. Recording one waits until every live node has acknowledged it (a barrier). A node
+//!   whose view was not confirmed within its bound refuses new calls (`store_unavailable`) rather
+//!   than run one that may have been revoked.
 //!
-//! Every database fault becomes a typed [`StoreError`]; a connection that failed or timed out
-//! is dropped from the pool, so the node recovers by itself when the database is back.
+//! Every wait on the store has one bound ([`PgOptions::op_timeout`]) per call. Every database
+//! fault becomes a typed [`StoreError`]; a connection that failed or timed out is dropped from the
+//! pool, so the node recovers by itself when the database is back; an outage is logged once when
+//! it begins and once when it ends, with a count.
 
 mod health;
 mod journal;
