@@ -318,13 +318,14 @@ impl Ledger {
 
     /// Admit `claim` against the session caps and reserve its limits; the limits may come back
     /// lower (what the session has left). Atomic: concurrent claims of one session (on any node
-    /// of a shared store) never overrun it.
+    /// of a shared store) never overrun it. A shared ledger waits up to the store's bound.
     pub async fn reserve(&self, claim: &Claim<'_>) -> Result<(Limits, Reservation), BudgetError> {
-        self.reserve_by(
-            claim,
-            std::time::Instant::now() + std::time::Duration::from_secs(5),
-        )
-        .await
+        let bound = match &self.kind {
+            LedgerKind::Memory(_) => std::time::Duration::ZERO,
+            LedgerKind::Shared(shared) => shared.bound(),
+        };
+        self.reserve_by(claim, std::time::Instant::now() + bound)
+            .await
     }
 
     /// [`Ledger::reserve`], waiting for a shared ledger until `deadline` at most (then a

@@ -458,6 +458,8 @@ async fn migrations_apply_once_step_by_step_and_a_newer_schema_is_refused() {
             "ALTER TABLE vak_nodes DROP COLUMN holder, DROP COLUMN holder_info,
                  DROP COLUMN heartbeat_at, DROP COLUMN lease_ms, DROP COLUMN stale_ms,
                  DROP COLUMN revocation_ack;
+             DROP FUNCTION vak_reserve_give_up, vak_reserve_fenced;
+             DROP TABLE vak_reserve_fence;
              DELETE FROM vak_schema WHERE version = {latest}"
         ))
         .unwrap();

@@ -147,6 +147,11 @@ impl SharedLedger {
         }
     }
 
+    /// The store's bound on a wait.
+    pub(crate) fn bound(&self) -> std::time::Duration {
+        self.db.op_timeout
+    }
+
     /// What the session has used so far, on every node.
     pub(crate) async fn used(&self) -> Result<Totals, StoreError> {
         let key = self.key.clone();
