@@ -318,8 +318,23 @@ impl Ledger {
 
     /// Admit `claim` against the session caps and reserve its limits; the limits may come back
     /// lower (what the session has left). Atomic: concurrent claims of one session (on any node
-    /// of a shared store) never overrun it.
+    /// of a shared store) never overrun it. A shared ledger waits up to the store's bound.
     pub async fn reserve(&self, claim: &Claim<'_>) -> Result<(Limits, Reservation), BudgetError> {
+        let bound = match &self.kind {
+            LedgerKind::Memory(_) => std::time::Duration::ZERO,
+            LedgerKind::Shared(shared) => shared.bound(),
+        };
+        self.reserve_by(claim, std::time::Instant::now() + bound)
+            .await
+    }
+
+    /// [`Ledger::reserve`], waiting for a shared ledger until `deadline` at most (then a
+    /// retryable `store_unavailable`).
+    pub async fn reserve_by(
+        &self,
+        claim: &Claim<'_>,
+        deadline: std::time::Instant,
+    ) -> Result<(Limits, Reservation), BudgetError> {
         let (limits, held) = match &self.kind {
             LedgerKind::Memory(state) => {
                 let mut st = Self::lock(state);
@@ -330,7 +345,7 @@ impl Ledger {
             }
             // Nothing caps the call: no round trip, only the charge (with the record).
             LedgerKind::Shared(_) if !claim.capped() => (claim.limits, Totals::default()),
-            LedgerKind::Shared(shared) => shared.reserve(claim).await?,
+            LedgerKind::Shared(shared) => shared.reserve(claim, deadline).await?,
         };
         Ok((
             limits,

@@ -670,13 +670,29 @@ impl Host {
         }
         // Signed and written to the journal before the call returns: an acknowledged call
         // always has its record.
+        // A call refused because the store is out of reach does not wait for it again: its
+        // record is queued, committed when the store answers, and the call answered now.
+        let wait = match record.error.as_ref().map(|e| e.kind.as_str()) {
+            Some("store_unavailable") => {
+                crate::store::Wait::Queued("the store was out of reach for this call")
+            }
+            Some(crate::journal::chain::JOURNAL_UNAVAILABLE) => {
+                crate::store::Wait::Queued("the call's started entry could not be written")
+            }
+            _ => crate::store::Wait::Until(self.inner.store.deadline()),
+        };
         record.journaled = self
             .inner
             .store
-            .sign_and_append(&mut record, &self.inner.key, settlement)
+            .sign_and_append(&mut record, &self.inner.key, settlement, wait)
             .await;
         if let Some(Err(e)) = &record.journaled {
-            tracing::error!(call_id = %record.call_id, error = %e, "the record could not be journaled");
+            // An outage is logged once by the store, with a count; not here for every call.
+            if e.retryable() {
+                tracing::debug!(call_id = %record.call_id, error = %e, "the record could not be journaled");
+            } else {
+                tracing::error!(call_id = %record.call_id, error = %e, "the record could not be journaled");
+            }
         }
         tracing::info!(
             call_id = %record.call_id,
@@ -821,7 +837,10 @@ impl Host {
             calls_per_session: tool.grant.caps.calls_per_session,
             limits: wanted,
         };
-        let (limits, reservation) = match session.ledger.reserve(&claim).await {
+        // One bound for the call's waits on the store before it runs (its reservation and its
+        // `started` entry), from now, whatever else the store is doing.
+        let deadline = self.inner.store.deadline();
+        let (limits, reservation) = match session.ledger.reserve_by(&claim, deadline).await {
             Ok(admitted) => admitted,
             Err(e) => return record.stop(CallError::from(&e), t.elapsed()),
         };
@@ -833,11 +852,27 @@ impl Host {
         // place cannot be written is not run.
         let grant_digest = self.grant_digest(tool);
         let mut started = crate::journal::Started::of(record, grant_digest, limits);
-        if let Some(Err(e)) = self.inner.store.start(&mut started, &self.inner.key).await {
-            tracing::error!(call_id = %record.call_id, error = %e, "the call's started entry could not be journaled: refused before dispatch");
+        if let Some(Err(e)) = self
+            .inner
+            .store
+            .start(&mut started, &self.inner.key, deadline)
+            .await
+        {
+            if e.retryable() {
+                tracing::debug!(call_id = %record.call_id, error = %e, "the call's started entry could not be journaled: refused before dispatch");
+            } else {
+                tracing::error!(call_id = %record.call_id, error = %e, "the call's started entry could not be journaled: refused before dispatch");
+            }
             *settlement = reservation.unused();
             let refusal = crate::journal::JournalUnavailable(e);
             return record.stop(CallError::from(&refusal), t.elapsed());
+        }
+        // The revocations again, now that the call has its place: one revoked while it waited
+        // for its reservation or its entry does not run. (On a shared store a node confirms a
+        // revocation once its view holds it, so a call checked after that is refused.)
+        if let Err(e) = self.revocation_stage(tool, principal) {
+            *settlement = reservation.unused();
+            return record.stop(CallError::from(&e), t.elapsed());
         }
         record.passed(
             Stage::Budget,
@@ -1004,6 +1039,23 @@ impl Host {
         tool: &AdmittedTool,
         principal: Option<&str>,
     ) -> Result<(), PermissionError> {
+        self.revocation_stage(tool, principal)?;
+        if !tool.grant.allows_principal(principal) {
+            return Err(PermissionError::PrincipalNotAllowed {
+                tool: tool.name().to_string(),
+                principal: principal.unwrap_or("(none)").to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The permission stage's look at the revocations in force (and whether this node's view of
+    /// them can be trusted now).
+    fn revocation_stage(
+        &self,
+        tool: &AdmittedTool,
+        principal: Option<&str>,
+    ) -> Result<(), PermissionError> {
         match self.revocations().blocking_call(tool.name(), principal) {
             None => {}
             Some(Blocked::Revoked(entry)) => {
@@ -1021,12 +1073,6 @@ impl Host {
                     },
                 ));
             }
-        }
-        if !tool.grant.allows_principal(principal) {
-            return Err(PermissionError::PrincipalNotAllowed {
-                tool: tool.name().to_string(),
-                principal: principal.unwrap_or("(none)").to_string(),
-            });
         }
         Ok(())
     }

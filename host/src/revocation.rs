@@ -1,10 +1,17 @@
 //! Revocations: a tool, one capability of a tool, or a principal. Recorded durably (one JSON line
 //! each, synced before `revoke` returns; or a row of the shared store, which every node applies
 //! when told by `NOTIFY`, or at its next poll), applied to every new call at once (permission
-//! stage) and to calls already running at their next brokered capability use (the broker checks
-//! here on every request). A shared view that could not be confirmed within its bound refuses
-//! calls rather than miss a revocation. Only the embedder's API and `vak revoke` write them:
-//! nothing a tool or a model can call reaches this module.
+//! stage, and again once the call's `started` entry is written, just before it runs) and to
+//! calls already running at their next brokered capability use (the broker checks here on every
+//! request). A shared view that could not be confirmed within its bound refuses calls rather
+//! than miss a revocation.
+//!
+//! On a shared store a revocation is a barrier: [`Revocations::revoke`] returns once every live
+//! node has said it applied it (each node says so from its listener, after its view holds it,
+//! so every call it checks afterwards is refused), or its view lapsed (it then refuses every
+//! call until it has read it), or the bound passed, naming the nodes that did not confirm. Only
+//! the embedder's API and `vak revoke` write revocations: nothing a tool or a model can call
+//! reaches this module.
 
 use crate::capabilities::Capability;
 use serde::{Deserialize, Serialize};
@@ -72,6 +79,62 @@ pub enum RevocationError {
     },
     #[error("cannot record the revocation: {0}")]
     Store(#[from] crate::store::StoreError),
+    /// Recorded and committed, but not every live node confirmed it within the bound.
+    #[error(
+        "{what} is revoked (committed at {committed_at}), but not confirmed by every live node \
+         within {waited_ms} ms: {}", .nodes.join(", ")
+    )]
+    NotConfirmed {
+        what: String,
+        committed_at: String,
+        waited_ms: u64,
+        nodes: Vec<String>,
+    },
+}
+
+/// Which nodes of a shared store confirmed a revocation before [`Revocations::revoke`] returned.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Confirmation {
+    /// Nodes that applied it: every call they check from then on is refused.
+    pub confirmed: Vec<String>,
+    /// Nodes whose view lapsed (or that stopped) while it waited: they refuse every call until
+    /// they have read it.
+    pub lapsed: Vec<String>,
+    /// Nodes still live that had not confirmed it when the bound passed.
+    pub unconfirmed: Vec<String>,
+    /// Why the wait ended early, if the store stopped answering.
+    pub error: Option<String>,
+    pub waited_ms: u64,
+}
+
+/// A revocation recorded, and how far it has reached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Revoked {
+    pub entry: RevocationEntry,
+    /// When the revocation was durable (committed, or synced to its file), RFC 3339, UTC: taken
+    /// on this machine once the commit was acknowledged.
+    pub committed_at: String,
+    /// On a shared store, which nodes confirmed it (`None`: one machine's store).
+    pub confirmation: Option<Confirmation>,
+}
+
+impl Revoked {
+    /// The nodes that neither confirmed it nor refuse on their own, with why (empty: it holds
+    /// everywhere).
+    pub fn not_confirmed(&self) -> Vec<String> {
+        match &self.confirmation {
+            None => Vec::new(),
+            Some(c) => {
+                let mut nodes = c.unconfirmed.clone();
+                if nodes.is_empty()
+                    && let Some(e) = &c.error
+                {
+                    nodes.push(format!("(the store stopped answering: {e})"));
+                }
+                nodes
+            }
+        }
+    }
 }
 
 /// What stops a call or a capability use.
@@ -102,6 +165,8 @@ struct InForce {
     applied: std::collections::HashSet<i64>,
     /// When this view was last confirmed complete against the shared store.
     confirmed: Option<std::time::Instant>,
+    /// Why this view can never be confirmed again (this process lost its node's name).
+    lost: Option<String>,
 }
 
 /// The revocations in force.
@@ -169,12 +234,37 @@ impl Revocations {
     }
 
     /// Record `revocation`: durably first (appended and synced, or committed to the shared
-    /// store), then in force here; other nodes apply it when the store tells them.
+    /// store), then in force here. On a shared store, returns once every live node confirmed it
+    /// (see [`Revocations::revoke_reported`]); [`RevocationError::NotConfirmed`] names the nodes
+    /// that did not within the bound (it is recorded all the same, and they refuse calls once
+    /// their view is stale).
     pub async fn revoke(
         &self,
         revocation: Revocation,
         reason: &str,
     ) -> Result<RevocationEntry, RevocationError> {
+        let revoked = self.revoke_reported(revocation, reason).await?;
+        let nodes = revoked.not_confirmed();
+        if nodes.is_empty() {
+            return Ok(revoked.entry);
+        }
+        Err(RevocationError::NotConfirmed {
+            what: revoked.entry.revocation.to_string(),
+            committed_at: revoked.committed_at,
+            waited_ms: revoked.confirmation.map_or(0, |c| c.waited_ms),
+            nodes,
+        })
+    }
+
+    /// Record `revocation` as [`Revocations::revoke`] does, and say how far it reached: when it
+    /// was committed, and on a shared store which nodes confirmed it. Returns once every node
+    /// live at the commit has applied it (every call it checks afterwards is refused), or its
+    /// view lapsed (it refuses every call until it has read it), or the store's bound passed.
+    pub async fn revoke_reported(
+        &self,
+        revocation: Revocation,
+        reason: &str,
+    ) -> Result<Revoked, RevocationError> {
         let entry = RevocationEntry {
             revocation,
             at: jiff::Timestamp::now().to_string(),
@@ -195,9 +285,26 @@ impl Revocations {
             }
             Keeper::Shared(keeper) => Some(keeper.insert(&entry).await?),
         };
+        let committed_at = jiff::Timestamp::now().to_string();
         self.apply(id, entry.clone());
         tracing::warn!(revocation = %entry.revocation, reason, "revoked");
-        Ok(entry)
+        let confirmation = match (&self.keeper, id) {
+            (Keeper::Shared(keeper), Some(id)) => Some(keeper.barrier(id).await),
+            _ => None,
+        };
+        Ok(Revoked {
+            entry,
+            committed_at,
+            confirmation,
+        })
+    }
+
+    /// This process lost its node's name: the view is never confirmed again, and every call and
+    /// capability use is refused, saying `why`.
+    pub(crate) fn lose(&self, why: String) {
+        let mut st = self.write();
+        st.lost = Some(why);
+        st.confirmed = None;
     }
 
     /// Put `entry` in force (once per shared id).
@@ -211,7 +318,7 @@ impl Revocations {
     /// The view is complete as of `at` (the shared store answered a query started then).
     pub(crate) fn confirm(&self, at: std::time::Instant) {
         let mut st = self.write();
-        if st.confirmed.is_none_or(|c| c < at) {
+        if st.lost.is_none() && st.confirmed.is_none_or(|c| c < at) {
             st.confirmed = Some(at);
         }
     }
@@ -219,6 +326,9 @@ impl Revocations {
     /// Why this view cannot be trusted to hold every revocation now, if so: a shared view not
     /// confirmed within its bound (the store is out of reach).
     fn unconfirmed(&self, st: &InForce) -> Option<String> {
+        if let Some(why) = &st.lost {
+            return Some(why.clone());
+        }
         let bound = self.max_staleness?;
         match st.confirmed {
             Some(at) if at.elapsed() <= bound => None,

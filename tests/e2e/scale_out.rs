@@ -27,12 +27,19 @@ struct Node {
 }
 
 async fn node(cluster: &Cluster, name: &str, policy: &str) -> Node {
+    node_with(cluster, name, &["stats"], policy).await
+}
+
+/// A node serving the bundled `tools` under `policy` (`{dir}` in it: a folder of the node's).
+async fn node_with(cluster: &Cluster, name: &str, tools: &[&str], policy: &str) -> Node {
     let dir = tempfile::tempdir().unwrap();
     let url = cluster.url();
+    let tools: Vec<(&str, Vec<u8>)> = tools.iter().map(|t| (*t, bundled(t))).collect();
+    let policy = policy.replace("{dir}", &dir.path().display().to_string());
     let cmd = serve_command(
         dir.path(),
-        &[("stats", bundled("stats"))],
-        policy,
+        &tools,
+        &policy,
         &["--store", &url, "--node", name],
         std::process::Stdio::null(),
     );
@@ -320,47 +327,478 @@ async fn a_database_outage_is_typed_and_retryable_and_service_comes_back() {
     assert_eq!(store.verify(&[]).await.unwrap().first_bad, None);
 }
 
+/// What an answer says about admission.
+#[derive(Debug, Clone, PartialEq)]
+enum Admission {
+    /// The call ran (completed, or failed once running).
+    Admitted,
+    /// Refused before it ran, as this kind (a revocation, a view too old to tell, the store).
+    Refused(String),
+    /// No answer a client can read.
+    Lost(String),
+}
+
+fn admission(answer: &Result<Value, String>) -> Admission {
+    let body = match answer {
+        Ok(b) => b,
+        Err(e) => return Admission::Lost(e.clone()),
+    };
+    if let Some(kind) = body["error"]["data"]["kind"].as_str() {
+        return Admission::Refused(kind.to_string());
+    }
+    if !body["result"].is_object() {
+        return Admission::Lost(body.to_string());
+    }
+    let error = &body["result"]["_meta"]["dev.vak/error"];
+    match error["stage"].as_str() {
+        None => Admission::Admitted,
+        Some("proposal" | "schema" | "permission" | "budget") => {
+            Admission::Refused(error["kind"].as_str().unwrap_or("?").to_string())
+        }
+        Some(_) => Admission::Admitted,
+    }
+}
+
+/// One call of a stream: its node, when it was sent, how long its answer took, the answer.
+struct Sent {
+    node: usize,
+    sent: Instant,
+    took: Duration,
+    answer: Result<Value, String>,
+}
+
+/// `per_node` clients to each of `urls`, each calling `tool` with `arguments` (in `session`
+/// for every other client when given) one call after the other until `stop`; every call.
+fn stream(
+    urls: &[String],
+    per_node: usize,
+    (tool, arguments): (&'static str, Value),
+    session: Option<&'static str>,
+    stop: &tokio_util::sync::CancellationToken,
+) -> Vec<tokio::task::JoinHandle<Vec<Sent>>> {
+    let mut workers = Vec::new();
+    for worker in 0..per_node * urls.len() {
+        let (node, url) = (worker % urls.len(), urls[worker % urls.len()].clone());
+        let (stop, arguments) = (stop.clone(), arguments.clone());
+        let session = session.filter(|_| worker % 2 == 0);
+        workers.push(tokio::spawn(async move {
+            let mut client = HttpMcp::new(&url);
+            let mut sent = Vec::new();
+            let mut i = 0u64;
+            while !stop.is_cancelled() {
+                i += 1;
+                let at = Instant::now();
+                let answer = client
+                    .call(i, tool, arguments.clone(), session)
+                    .await
+                    .map(|(_, body)| body)
+                    .map_err(|e| e.to_string());
+                if answer.is_err() {
+                    client = HttpMcp::new(&url);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                sent.push(Sent {
+                    node,
+                    sent: at,
+                    took: at.elapsed(),
+                    answer,
+                });
+            }
+            sent
+        }));
+    }
+    workers
+}
+
+async fn gather(workers: Vec<tokio::task::JoinHandle<Vec<Sent>>>) -> Vec<Sent> {
+    let mut all = Vec::new();
+    for w in workers {
+        all.extend(w.await.expect("a client task"));
+    }
+    all
+}
+
+/// The pid of node `name`'s revocation listener connection, on the server.
+fn listener_pid(cluster: &Cluster, name: &str) -> u32 {
+    let out = cluster
+        .psql(&format!(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'vak revocations {name}'"
+        ))
+        .expect("pg_stat_activity");
+    out.lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("node {name} has no revocation listener connection: {out:?}"))
+}
+
+/// One trial of the barrier: clients streaming `tool` calls to every node, `disturb` run, then
+/// `vak revoke tool TOOL`; after it returned, every call sent is refused. The output of `vak
+/// revoke`.
+async fn barrier_trial<D>(
+    cluster: &Cluster,
+    urls: &[String],
+    (tool, arguments): (&'static str, Value),
+    disturb: impl FnOnce() -> D,
+) -> String {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let workers = stream(urls, 4, (tool, arguments), None, &stop);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let disturbed = disturb();
+    let began = Instant::now();
+    let out = tokio::process::Command::new(vak_binary())
+        .args(["--store", &cluster.url(), "revoke", "tool", tool])
+        .args(["--reason", "barrier test"])
+        .output()
+        .await
+        .expect("vak revoke runs");
+    let returned = Instant::now();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    stop.cancel();
+    let calls = gather(workers).await;
+    drop(disturbed);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "vak revoke: {text}");
+    let before = calls
+        .iter()
+        .filter(|c| c.sent < began && admission(&c.answer) == Admission::Admitted)
+        .count();
+    assert!(
+        before > 0,
+        "{tool}: no call was admitted before the revocation"
+    );
+    for node in 0..urls.len() {
+        let after: Vec<&Sent> = calls
+            .iter()
+            .filter(|c| c.node == node && c.sent > returned)
+            .collect();
+        assert!(
+            after.len() >= 4,
+            "{tool}: only {} calls were sent to node {node} after vak revoke returned",
+            after.len()
+        );
+        for c in &after {
+            assert!(
+                matches!(admission(&c.answer), Admission::Refused(_)),
+                "{tool}: a call sent to node {node} {:?} after vak revoke returned was not refused: {:?}",
+                c.sent - returned,
+                c.answer
+            );
+        }
+    }
+    let after = calls.iter().filter(|c| c.sent > returned).count();
+    eprintln!(
+        "{tool}: vak revoke took {:?}; {before} calls admitted before it, {after} sent after it returned, all refused",
+        returned - began
+    );
+    text
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn two_writers_under_one_node_name_keep_one_chain() {
+async fn a_revocation_is_a_barrier_every_call_sent_after_vak_revoke_returns_is_refused() {
     let Some(cluster) = vak_tests::pg_cluster() else {
         return;
     };
-    // Two hosts whose operator gave both `--node same`: their appends race for the same places.
-    let cache = tempfile::tempdir().unwrap();
-    let mut hosts = Vec::new();
-    for _ in 0..2 {
-        let store = PgStore::connect(&cluster.url(), PgOptions::new("same"))
-            .await
-            .expect("the store connects");
-        hosts.push(
-            vak_host::HostBuilder::new()
-                .policy(vak_host::Policy::default_policy())
-                .cache_dir(Some(cache.path().to_path_buf()))
-                .store(vak_host::Store::Postgres(store))
-                .component("stats", bundled("stats"))
-                .build()
-                .await
-                .expect("host builds"),
-        );
+    let policy = r#"
+[tools.stats]
+
+[tools.clock]
+capabilities.clock = { zones = ["*"] }
+
+[tools.replace]
+capabilities.workspace = { roots = [{ name = "project", path = "{dir}", mode = "read-write" }] }
+"#;
+    let tools = ["stats", "clock", "replace"];
+    let (a, b) = tokio::join!(
+        node_with(&cluster, "a", &tools, policy),
+        node_with(&cluster, "b", &tools, policy)
+    );
+    let urls = [a.url.clone(), b.url.clone()];
+
+    // Both nodes listening: both confirm before `vak revoke` returns.
+    let plain = barrier_trial(
+        &cluster,
+        &urls,
+        ("stats", json!({ "values": [1, 2] })),
+        || (),
+    )
+    .await;
+
+    // Node b's notification connection killed just before: it reconnects and reads, and `vak
+    // revoke` waits for it.
+    let killed = barrier_trial(&cluster, &urls, ("clock", json!({ "zone": "UTC" })), || {
+        let pid = listener_pid(&cluster, "b");
+        cluster
+            .psql(&format!("SELECT pg_terminate_backend({pid})"))
+            .expect("terminate b's listener");
+    })
+    .await;
+
+    // Node b's notification connection hung (its backend stopped): b cannot confirm, so
+    // `vak revoke` waits until b's view has lapsed (b then refuses every call on its own), and
+    // says so.
+    let hung = barrier_trial(
+        &cluster,
+        &urls,
+        (
+            "replace",
+            json!({ "root": "project", "path": "none.txt", "find": "a", "replace": "b" }),
+        ),
+        || {
+            cluster
+                .freeze_backend(listener_pid(&cluster, "b"))
+                .expect("stop b's listener backend")
+        },
+    )
+    .await;
+    // What `vak revoke` said of each.
+    for out in [&plain, &killed] {
+        assert!(out.contains("applied by every live node (a, b)"), "{out}");
     }
-    let mut calls = Vec::new();
-    for i in 0..60 {
-        let host = hosts[i % 2].clone();
-        calls.push(tokio::spawn(async move {
-            host.call(vak_host::Proposal::new("stats", r#"{"values":[1,2]}"#))
-                .await
-        }));
+    assert!(hung.contains("not confirmed by b"), "{hung}");
+    assert!(hung.contains("applied by every live node (a)"), "{hung}");
+    drop((a, b));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hung_database_answers_every_call_within_the_bound() {
+    let Some(cluster) = vak_tests::pg_cluster() else {
+        return;
+    };
+    // The documented bound on a wait for the store (the default), and the margin allowed for
+    // the HTTP round trip and a loaded machine.
+    let (bound, margin) = (Duration::from_secs(5), Duration::from_millis(1000));
+    let policy = "[session]\ncalls = 1000000\n\n[tools.stats]\n";
+    let (a, b) = tokio::join!(node(&cluster, "a", policy), node(&cluster, "b", policy));
+    let urls = [a.url.clone(), b.url.clone()];
+    let stop = tokio_util::sync::CancellationToken::new();
+    // Half the clients in one capped session (a reservation before each call), half unnamed.
+    let workers = stream(
+        &urls,
+        8,
+        ("stats", json!({ "values": [1, 2] })),
+        Some("hung-1"),
+        &stop,
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let frozen = cluster.freeze().expect("SIGSTOP the database");
+    let froze = Instant::now();
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    drop(frozen);
+    let thawed = Instant::now();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.cancel();
+    let calls = gather(workers).await;
+
+    let over: Vec<&Sent> = calls.iter().filter(|c| c.took > bound + margin).collect();
+    let during = calls
+        .iter()
+        .filter(|c| c.sent >= froze && c.sent < thawed)
+        .count();
+    let slowest = calls.iter().map(|c| c.took).max().unwrap_or_default();
+    let acked: Vec<String> = calls
+        .iter()
+        .filter_map(|c| c.answer.as_ref().ok().and_then(acknowledged))
+        .collect();
+    let after = calls
+        .iter()
+        .filter(|c| c.sent > thawed && c.answer.as_ref().ok().and_then(acknowledged).is_some())
+        .count();
+    eprintln!(
+        "{} calls, {during} sent while the database was stopped, {} acknowledged ({after} after), \
+         slowest answer {slowest:?}, {} over {:?}",
+        calls.len(),
+        acked.len(),
+        over.len(),
+        bound + margin
+    );
+    assert!(
+        during > 0,
+        "no call was sent while the database was stopped"
+    );
+    assert!(
+        over.is_empty(),
+        "{} answers took longer than the bound and its margin, e.g. {:?} for {:?}",
+        over.len(),
+        over[0].took,
+        over[0].answer
+    );
+    for c in &calls {
+        let body = c.answer.as_ref().expect("every call is answered");
+        if acknowledged(body).is_none() {
+            let data = &body["error"]["data"];
+            assert_eq!(data["retryable"], true, "{body}");
+            assert!(
+                ["store_unavailable", "journal_unavailable"]
+                    .contains(&data["kind"].as_str().unwrap_or("")),
+                "{body}"
+            );
+        }
     }
-    for c in calls {
-        let r = c.await.unwrap();
+    assert!(
+        after > 0,
+        "no call was acknowledged once the database was back"
+    );
+
+    // Every acknowledged call has its record; the chains verify.
+    let store = reader(&cluster).await;
+    for id in &acked {
+        let shown = store.show(id).await.unwrap();
         assert!(
-            matches!(r.journaled, Some(Ok(_))),
-            "every call is journaled: {:?}",
-            r.journaled
+            shown
+                .iter()
+                .any(|s| s.kind == vak_host::journal::Kind::Record),
+            "acknowledged call {id} has no record: {shown:?}"
         );
     }
+    assert_eq!(store.verify(&[]).await.unwrap().first_bad, None);
+
+    // Nothing stays reserved: the calls that ran but could not commit were charged when the
+    // store came back (their records were kept and committed), the others released.
+    let mut reserved = String::new();
+    for _ in 0..40 {
+        reserved = cluster
+            .psql("SELECT calls_reserved, calls_used FROM vak_ledgers")
+            .expect("the ledger");
+        if reserved.starts_with("0|") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    eprintln!("the session's ledger (reserved|used): {reserved}");
+    assert!(
+        reserved.starts_with("0|"),
+        "reservations left held: {reserved}"
+    );
+    drop((a, b));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_node_name_is_held_by_one_live_process() {
+    let Some(cluster) = vak_tests::pg_cluster() else {
+        return;
+    };
+    let policy = POLICY.replace("calls = 7", "");
+    let mut a = node(&cluster, "a", &policy).await;
+    let pid = a.child.id().expect("node a's pid");
+
+    // A second process started under the live name is refused at start, naming the holder.
+    let dir = tempfile::tempdir().unwrap();
+    let mut second = serve_command(
+        dir.path(),
+        &[("stats", bundled("stats"))],
+        &policy,
+        &[
+            "--store",
+            &cluster.url(),
+            "--node",
+            "a",
+            "--http",
+            "127.0.0.1:0",
+        ],
+        std::process::Stdio::piped(),
+    );
+    let started = Instant::now();
+    let out = tokio::time::timeout(Duration::from_secs(60), second.output())
+        .await
+        .expect("the second process ends")
+        .expect("vak serve runs");
+    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success(),
+        "a second `--node a` was not refused: {text}"
+    );
+    assert!(
+        text.contains("node `a` is held by another live process")
+            && text.contains(&format!("pid {pid} ")),
+        "{text}"
+    );
+    eprintln!(
+        "a second process under a live name was refused in {:?}",
+        started.elapsed()
+    );
+
+    // The name taken from under node a (as by a process that found its lease lapsed): from then
+    // on nothing is committed to a's chain, and no call runs on a.
+    let mut client = HttpMcp::new(&a.url);
+    let (_, ok) = client
+        .call(1, "stats", json!({ "values": [1] }), None)
+        .await
+        .unwrap();
+    assert!(acknowledged(&ok).is_some(), "{ok}");
+    cluster
+        .psql("UPDATE vak_nodes SET holder = 'intruder', holder_info = 'a test', heartbeat_at = now() WHERE node = 'a'")
+        .unwrap();
+    let stolen_at = cluster.psql("SELECT now()").unwrap();
+    let mut refused = 0;
+    for i in 0..40u64 {
+        let (_, body) = client
+            .call(10 + i, "stats", json!({ "values": [i] }), None)
+            .await
+            .unwrap();
+        assert!(
+            acknowledged(&body).is_none(),
+            "node a ran a call after losing its name: {body}"
+        );
+        refused += 1;
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let committed = cluster
+        .psql(&format!(
+            "SELECT count(*) FROM vak_records WHERE node = 'a' AND committed_at >= '{stolen_at}'"
+        ))
+        .unwrap();
+    assert_eq!(
+        committed, "0",
+        "entries committed to a's chain after the name was taken"
+    );
+    eprintln!("{refused} calls refused by node a after its name was taken");
+
+    // Node a killed; the name's holder stopped renewing it: a new process waits for the lease to
+    // lapse, then takes the name and continues the chain.
+    a.child.start_kill().unwrap();
+    a.child.wait().await.ok();
+    let restarted = Instant::now();
+    let again = node(&cluster, "a", &policy).await;
+    eprintln!(
+        "a process under a name whose holder stopped took it after {:?}",
+        restarted.elapsed()
+    );
+    let (_, ok) = HttpMcp::new(&again.url)
+        .call(100, "stats", json!({ "values": [1] }), None)
+        .await
+        .unwrap();
+    assert!(acknowledged(&ok).is_some(), "{ok}");
     let v = reader(&cluster).await.verify(&[]).await.unwrap();
-    assert_eq!((v.records, v.started, v.first_bad), (60, 60, None));
+    assert_eq!(v.first_bad, None);
     assert_eq!(v.heads.len(), 1, "one chain, never forked");
-    assert_eq!(v.heads[0].seq, 120, "each call's started entry and record");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_store_of_one_process_under_a_live_name_is_refused() {
+    let Some(cluster) = vak_tests::pg_cluster() else {
+        return;
+    };
+    let first = PgStore::connect(&cluster.url(), PgOptions::new("same"))
+        .await
+        .expect("the store connects");
+    let err = PgStore::connect(&cluster.url(), PgOptions::new("same"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), "store_node_held", "{err}");
+    assert!(!err.retryable());
+    assert!(
+        err.to_string()
+            .contains(&format!("pid {} ", std::process::id())),
+        "{err}"
+    );
+    // Once the first is closed, the name is free at once.
+    first.close().await;
+    drop(first);
+    PgStore::connect(&cluster.url(), PgOptions::new("same"))
+        .await
+        .expect("the name is free once its holder closed");
 }

@@ -85,9 +85,15 @@ struct Cli {
     #[arg(long, global = true, value_name = "URL")]
     store: Option<String>,
     /// This node's name in a shared store: its journal chain [default: $VAK_NODE, else the
-    /// host name]. Every running node needs its own.
+    /// host name]. Every running node needs its own: a second process starting with a name
+    /// that a live one holds is refused.
     #[arg(long, global = true, value_name = "NAME")]
     node: Option<String>,
+    /// The bound on every wait on a shared store: a call's reservation and `started` entry
+    /// (together), its record, `vak revoke`'s wait for the nodes to confirm.
+    #[arg(long, global = true, value_name = "MS", default_value_t = 5000,
+          value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    store_timeout_ms: u64,
     /// Also sync every journal write to disk, so that a record survives a power loss, not only a
     /// crash of vak (concurrent calls share one flush: group commit).
     #[arg(long, global = true, conflicts_with = "no_journal")]
@@ -160,7 +166,9 @@ enum Command {
         command: PolicyCommand,
     },
     /// Revoke a tool, one capability of a tool, or a principal: recorded durably, applied to new
-    /// calls at once and to running calls at their next capability use.
+    /// calls at once and to running calls at their next capability use. On a shared store it
+    /// returns once every live node has applied it (exit 3, naming them, if some did not within
+    /// --store-timeout-ms).
     Revoke {
         #[command(subcommand)]
         what: RevokeWhat,
@@ -847,10 +855,49 @@ async fn run(cli: Cli) -> ExitCode {
                     }
                 }
             };
-            return match store.revocations().revoke(revocation, reason).await {
-                Ok(entry) => {
-                    say!("revoked {} at {}", entry.revocation, entry.at);
-                    ExitCode::SUCCESS
+            return match store
+                .revocations()
+                .revoke_reported(revocation, reason)
+                .await
+            {
+                Ok(revoked) => {
+                    say!(
+                        "revoked {} at {} (committed)",
+                        revoked.entry.revocation,
+                        revoked.committed_at
+                    );
+                    let Some(c) = &revoked.confirmation else {
+                        return ExitCode::SUCCESS;
+                    };
+                    let names = |n: &[String]| render::neutralise_line(&n.join(", "));
+                    if !c.confirmed.is_empty() {
+                        say!(
+                            "applied by every live node ({}) in {} ms: none admits a call of it now",
+                            names(&c.confirmed),
+                            c.waited_ms
+                        );
+                    } else if c.lapsed.is_empty() && c.unconfirmed.is_empty() {
+                        say!("no node is live on this store now: each reads it before serving");
+                    }
+                    if !c.lapsed.is_empty() {
+                        say!(
+                            "not confirmed by {} (no heartbeat within its bound, or stopped): \
+                             it refuses every call until it has read this revocation",
+                            names(&c.lapsed)
+                        );
+                    }
+                    let missing = revoked.not_confirmed();
+                    if missing.is_empty() {
+                        return ExitCode::SUCCESS;
+                    }
+                    say_err!(
+                        "vak revoke: the revocation is recorded, but not confirmed within {} ms by: \
+                         {} (they refuse calls on their own once their view is older than its \
+                         bound)",
+                        c.waited_ms,
+                        names(&missing)
+                    );
+                    ExitCode::from(3)
                 }
                 Err(e) => {
                     say_err!("vak: {}", render::neutralise_line(&e.to_string()));
@@ -1066,14 +1113,17 @@ async fn run(cli: Cli) -> ExitCode {
             allow_hosts,
             allow_origins,
         } => {
-            serve(
+            let code = serve(
                 &host,
                 cli.principal.as_deref(),
                 http,
                 allow_hosts,
                 allow_origins,
             )
-            .await
+            .await;
+            // A node that stops gives its name back: a process may take it at once.
+            host.store().close().await;
+            code
         }
         Command::Demo
         | Command::New { .. }
@@ -1215,6 +1265,7 @@ async fn open_store(cli: &Cli, serving: bool, public_key: &str) -> Result<vak_ho
         }
         let mut options = PgOptions::new(node_name(cli));
         options.register = serving;
+        options.op_timeout = std::time::Duration::from_millis(cli.store_timeout_ms);
         options.public_key = Some(public_key.to_string());
         options.policy_sha256 = Some(match &cli.policy {
             Some(path) => std::fs::read(path)

@@ -538,6 +538,19 @@ pub fn store_status(store: &str, status: &vak_host::store::postgres::StoreStatus
                 .as_deref()
                 .map_or("-", |k| &k[..k.len().min(16)]),
         );
+        match (&n.holder, n.heartbeat_ms_ago) {
+            (Some(h), Some(ms)) => {
+                let _ = writeln!(
+                    out,
+                    "    held by {}, heartbeat {ms} ms ago; revocations applied up to #{}",
+                    neutralise(h),
+                    n.revocation_ack
+                );
+            }
+            _ => {
+                let _ = writeln!(out, "    not held (stopped)");
+            }
+        }
     }
     if policies.len() > 1 {
         let _ = writeln!(

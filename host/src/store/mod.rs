@@ -36,6 +36,22 @@ pub enum StoreError {
     /// The store address cannot be used.
     #[error("the store address is not usable: {0}")]
     Config(String),
+    /// Another live process holds this node's name: refused at start. Each running node needs
+    /// a name of its own.
+    #[error(
+        "node `{node}` is held by another live process ({holder}): each running node needs its \
+         own --node; the name is free once that process stops, or {lease_ms} ms after its last \
+         heartbeat"
+    )]
+    NodeHeld {
+        node: String,
+        holder: String,
+        lease_ms: u64,
+    },
+    /// This process no longer holds its node's name (another took it over after its lease
+    /// lapsed): it admits nothing more, and commits nothing to the node's chain.
+    #[error("{0}")]
+    LeaseLost(String),
     /// The database was migrated by a newer vak.
     #[error(
         "the database's schema is at version {found}, newer than this vak knows ({known}): upgrade vak on this node"
@@ -52,6 +68,8 @@ impl StoreError {
             StoreError::Conflict { .. } => "store_conflict",
             StoreError::Config(_) => "store_config",
             StoreError::SchemaTooNew { .. } => "store_schema_too_new",
+            StoreError::NodeHeld { .. } => "store_node_held",
+            StoreError::LeaseLost(_) => "store_lease_lost",
         }
     }
 
@@ -60,6 +78,16 @@ impl StoreError {
     pub fn retryable(&self) -> bool {
         matches!(self, StoreError::Unavailable { .. })
     }
+}
+
+/// How long a call waits for the shared store to commit one of its entries.
+#[derive(Debug, Clone, Copy)]
+pub enum Wait {
+    /// Until this instant at most (the bound, from when the call began waiting).
+    Until(std::time::Instant),
+    /// Not at all: the call was refused because the store is out of reach (its record is queued
+    /// and committed when the store answers). Says why.
+    Queued(&'static str),
 }
 
 /// The default store: everything on this machine.
@@ -100,10 +128,12 @@ impl Store {
     /// Sign a call's `started` entry with `key` and commit it to this process's (this node's)
     /// chain, before the call's tool runs; `None` when records are not journaled. Committed as a
     /// record is (the local journal's group commits sign the entries of one commit together).
+    /// On the shared store it waits until `deadline` at most.
     pub async fn start(
         &self,
         started: &mut Started,
         key: &Arc<HostKey>,
+        deadline: std::time::Instant,
     ) -> Option<Result<Entry, JournalError>> {
         match self {
             Store::Local(l) => match &l.journal {
@@ -114,7 +144,7 @@ impl Store {
                 started.signature = None;
                 let digest = crate::signing::text_digest(&started.unsigned_text());
                 started.signature = key.sign_digests(&[digest]).pop();
-                Some(p.append_started(started).await)
+                Some(p.append_started(started, deadline).await)
             }
         }
     }
@@ -122,12 +152,14 @@ impl Store {
     /// Sign `record` with `key` and commit it. The local journal signs the records of one group
     /// commit as a batch (one signature among them); the shared store, and a host without a
     /// journal, sign each record by itself. A record whose commit failed is signed by itself:
-    /// what the caller gets back is signed either way.
+    /// what the caller gets back is signed either way. The shared store waits as `wait` says
+    /// (the local journal always waits).
     pub async fn sign_and_append(
         &self,
         record: &mut CallRecord,
         key: &Arc<HostKey>,
         settlement: Option<Settlement>,
+        wait: Wait,
     ) -> Option<Result<Entry, JournalError>> {
         let journaled = match self {
             Store::Local(l) => match &l.journal {
@@ -136,13 +168,34 @@ impl Store {
             },
             Store::Postgres(p) => {
                 key.sign(record);
-                Some(p.append(record, settlement).await)
+                Some(p.append(record, settlement, wait).await)
             }
         };
         if record.signature.is_none() {
             key.sign(record);
         }
         journaled
+    }
+
+    /// The bound on each wait on the store, for a call (`None`: this machine's store, which
+    /// has no network to wait for).
+    pub fn bound(&self) -> Option<std::time::Duration> {
+        match self {
+            Store::Local(_) => None,
+            Store::Postgres(p) => Some(p.bound()),
+        }
+    }
+
+    /// A wait on the store that begins now: until the bound (an hour for this machine's store).
+    pub fn deadline(&self) -> std::time::Instant {
+        std::time::Instant::now() + self.bound().unwrap_or(std::time::Duration::from_secs(3600))
+    }
+
+    /// Stop using the store: a shared store gives this node's name back at once.
+    pub async fn close(&self) {
+        if let Store::Postgres(p) = self {
+            p.close().await;
+        }
     }
 
     fn local_journal(&self) -> Result<&Journal, JournalError> {

@@ -6,18 +6,27 @@
 //!   call used is committed in the same statement as its journal entry.
 //! - **Journal.** One hash chain per node (`node`, `node_seq`), tied by a global identity
 //!   (`gseq`, the commit order across nodes). A node appends only to its own chain, so nodes never
-//!   wait for each other's head; `UNIQUE (node, node_seq)` makes a fork impossible even if two
-//!   processes share a node name (the second is told, reads the head again and retries). One
-//!   writer task per node commits every record waiting as one statement (group commit), and
-//!   answers no call before its record is committed.
+//!   wait for each other's head; `UNIQUE (node, node_seq)` makes a fork impossible. One writer
+//!   task per node commits every record waiting as one statement (group commit), and answers no
+//!   call before its record is committed; records whose commit got no answer are kept and
+//!   committed when the store answers again.
+//! - **Leases.** A node's name is held by one live process (its row in `vak_nodes`, renewed at
+//!   every revocation read); a second process with a live name is refused at start, and the
+//!   journal commit checks the lease in the same statement.
 //! - **Revocations.** A row each; the insert notifies every listening node (`LISTEN/NOTIFY`), and
-//!   each node also polls as a safety net. A node whose view was not confirmed within its bound
-//!   refuses new calls (`store_unavailable`) rather than run one that may have been revoked.
+//!   each node also polls as a safety net, applying what is new before it acknowledges it with its
+//!   heartbeat. Recording one waits until every live node has acknowledged it (a barrier). A node
+//!   whose view was not confirmed within its bound refuses new calls (`store_unavailable`) rather
+//!   than run one that may have been revoked.
 //!
-//! Every database fault becomes a typed [`StoreError`]; a connection that failed or timed out
-//! is dropped from the pool, so the node recovers by itself when the database is back.
+//! Every wait on the store has one bound ([`PgOptions::op_timeout`]) per call. Every database
+//! fault becomes a typed [`StoreError`]; a connection that failed or timed out is dropped from the
+//! pool, so the node recovers by itself when the database is back; an outage is logged once when
+//! it begins and once when it ends, with a count.
 
+mod health;
 mod journal;
+mod lease;
 mod ledger;
 mod revocations;
 
@@ -34,7 +43,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, R
 use journal::{Pending, Writer};
 use revocations::Listener;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::NoTls;
 use tokio_util::sync::CancellationToken;
@@ -44,6 +53,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("0001_init.sql")),
     (2, include_str!("0002_reserve_batch.sql")),
     (3, include_str!("0003_write_ahead.sql")),
+    (4, include_str!("0004_leases.sql")),
 ];
 
 /// How a node uses the shared store.
@@ -51,12 +61,18 @@ const MIGRATIONS: &[(i32, &str)] = &[
 pub struct PgOptions {
     /// This node's name: its journal chain (`--node`, `VAK_NODE`).
     pub node: String,
-    /// How long a database operation may take before it counts as unavailable.
+    /// The bound on every wait on the store: how long a call waits for its reservation and
+    /// `started` entry (together, from when it began waiting), or for its record, and how long a
+    /// database operation may take before it counts as unavailable (`--store-timeout-ms`).
     pub op_timeout: Duration,
     /// How often revocations are polled besides `NOTIFY`.
     pub poll: Duration,
     /// How old this node's view of the revocations may grow before it refuses calls.
     pub max_staleness: Duration,
+    /// How long this node's name stays held after its last heartbeat (one at every revocation
+    /// read, so every `poll`): a process killed without releasing it frees the name then. At
+    /// least `max_staleness`.
+    pub lease: Duration,
     /// Connections kept for reservations, reads and the journal writer.
     pub pool_size: usize,
     /// SHA-256 of the policy this node serves (shown by `vak store status`: every node of one
@@ -70,13 +86,15 @@ pub struct PgOptions {
 }
 
 impl PgOptions {
-    /// Defaults for node `node`: 5 s operations, a poll every 500 ms, a 2 s staleness bound.
+    /// Defaults for node `node`: a 5 s bound on waits, a poll every 500 ms, a 2 s staleness
+    /// bound, a 5 s lease.
     pub fn new(node: impl Into<String>) -> PgOptions {
         PgOptions {
             node: node.into(),
             op_timeout: Duration::from_secs(5),
             poll: Duration::from_millis(500),
             max_staleness: Duration::from_secs(2),
+            lease: Duration::from_secs(5),
             pool_size: 16,
             policy_sha256: None,
             public_key: None,
@@ -106,6 +124,12 @@ pub struct NodeStatus {
     /// Entries in its journal chain, and when the last was committed.
     pub entries: i64,
     pub last_commit: Option<String>,
+    /// The process holding the node's name (pid and host), if any.
+    pub holder: Option<String>,
+    /// How long ago its lease was last renewed, in ms.
+    pub heartbeat_ms_ago: Option<i64>,
+    /// The highest revocation id the node has applied.
+    pub revocation_ack: i64,
 }
 
 /// A connection pool with the store's timeout and fault classification.
@@ -113,6 +137,7 @@ pub struct NodeStatus {
 pub(crate) struct Db {
     pool: Pool,
     op_timeout: Duration,
+    health: Arc<health::Health>,
 }
 
 /// A pooled connection that is given back to the pool only after it served without a fault.
@@ -132,23 +157,30 @@ impl Conn {
     }
 }
 
+/// `deadline`, or `op_timeout` from now if that comes first.
+fn capped(deadline: Instant, op_timeout: Duration) -> Instant {
+    deadline.min(Instant::now() + op_timeout)
+}
+
 impl Db {
     async fn conn(&self, what: &'static str) -> Result<Conn, StoreError> {
-        match tokio::time::timeout(self.op_timeout, self.pool.get()).await {
-            Ok(Ok(o)) => Ok(Conn(Some(o))),
-            Ok(Err(e)) => Err(StoreError::Unavailable {
-                what,
-                message: causes(&e),
-            }),
-            Err(_) => Err(self.timed_out(what)),
-        }
+        self.conn_by(what, Instant::now() + self.op_timeout).await
     }
 
-    fn timed_out(&self, what: &'static str) -> StoreError {
-        StoreError::Unavailable {
-            what,
-            message: format!("no answer within {} ms", self.op_timeout.as_millis()),
-        }
+    /// A connection, waited for until `deadline` at most.
+    async fn conn_by(&self, what: &'static str, deadline: Instant) -> Result<Conn, StoreError> {
+        let began = Instant::now();
+        let got = tokio::time::timeout_at(deadline.into(), self.pool.get()).await;
+        let outcome = match got {
+            Ok(Ok(o)) => return Ok(Conn(Some(o))),
+            Ok(Err(e)) => StoreError::Unavailable {
+                what,
+                message: causes(&e),
+            },
+            Err(_) => timed_out(what, began),
+        };
+        self.health.failed(what, &outcome);
+        Err(outcome)
     }
 
     /// Run `f` on a pooled connection within the timeout; a connection that failed is dropped.
@@ -156,29 +188,64 @@ impl Db {
     where
         F: AsyncFnOnce(&Object) -> Result<T, tokio_postgres::Error>,
     {
-        let conn = self.conn(what).await?;
-        match tokio::time::timeout(self.op_timeout, f(conn.client())).await {
-            Ok(Ok(v)) => Ok(v),
+        self.with_by(what, Instant::now() + self.op_timeout, f)
+            .await
+    }
+
+    /// Run `f` on a pooled connection, answered by `deadline` (and within the timeout) whatever
+    /// the database does; a connection that failed or timed out is dropped.
+    async fn with_by<T, F>(
+        &self,
+        what: &'static str,
+        deadline: Instant,
+        f: F,
+    ) -> Result<T, StoreError>
+    where
+        F: AsyncFnOnce(&Object) -> Result<T, tokio_postgres::Error>,
+    {
+        let deadline = capped(deadline, self.op_timeout);
+        let began = Instant::now();
+        let conn = self.conn_by(what, deadline).await?;
+        let outcome = match tokio::time::timeout_at(deadline.into(), f(conn.client())).await {
+            Ok(Ok(v)) => {
+                self.health.answered();
+                return Ok(v);
+            }
             Ok(Err(e)) => {
                 conn.discard();
-                if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
-                    return Err(StoreError::Conflict {
-                        what,
-                        message: describe(&e),
-                    });
-                }
-                let message = describe(&e);
-                Err(if unavailable(&e) {
-                    StoreError::Unavailable { what, message }
-                } else {
-                    StoreError::Database { what, message }
-                })
+                classify(what, &e)
             }
             Err(_) => {
                 conn.discard();
-                Err(self.timed_out(what))
+                timed_out(what, began)
             }
+        };
+        match &outcome {
+            StoreError::Unavailable { .. } => self.health.failed(what, &outcome),
+            // The database answered: it is there.
+            _ => self.health.answered(),
         }
+        Err(outcome)
+    }
+}
+
+/// `what` got no answer since `began`.
+fn timed_out(what: &'static str, began: Instant) -> StoreError {
+    StoreError::Unavailable {
+        what,
+        message: format!("no answer within {} ms", began.elapsed().as_millis()),
+    }
+}
+
+/// A database error as a [`StoreError`]: a conflict, out of reach, or refused.
+fn classify(what: &'static str, e: &tokio_postgres::Error) -> StoreError {
+    let message = describe(e);
+    if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
+        StoreError::Conflict { what, message }
+    } else if unavailable(e) {
+        StoreError::Unavailable { what, message }
+    } else {
+        StoreError::Database { what, message }
     }
 }
 
@@ -375,6 +442,8 @@ pub struct PgStore {
     revocations: Arc<Revocations>,
     writer: mpsc::UnboundedSender<Pending>,
     reserver: mpsc::UnboundedSender<ledger::Request>,
+    /// This process's hold on its node's name (`None`: it serves nothing).
+    lease: Option<Arc<lease::Lease>>,
     shutdown: CancellationToken,
 }
 
@@ -387,14 +456,19 @@ impl std::fmt::Debug for PgStore {
 impl Drop for PgStore {
     fn drop(&mut self) {
         self.shutdown.cancel();
+        // Give the name back if a runtime is there to do it (`close` is the sure way).
+        if let (Some(lease), Ok(rt)) = (self.lease.clone(), tokio::runtime::Handle::try_current()) {
+            let db = self.db.clone();
+            rt.spawn(async move { lease.release(&db).await });
+        }
     }
 }
 
 impl PgStore {
-    /// Connect node `options.node` to the database at `url`: migrate it when needed, register
-    /// the node, read the revocations, then start the journal writer and the revocation
-    /// listener. Fails when the database cannot be reached now (a node starts only when it can
-    /// serve); once running, it rides out outages.
+    /// Connect node `options.node` to the database at `url`: migrate it when needed, take the
+    /// node's name (refused while another live process holds it), read the revocations, then
+    /// start the journal writer and the revocation listener. Fails when the database cannot be
+    /// reached now (a node starts only when it can serve); once running, it rides out outages.
     pub async fn connect(url: &str, options: PgOptions) -> Result<Arc<PgStore>, StoreError> {
         if options.node.is_empty() || options.node.len() > 128 {
             return Err(StoreError::Config(
@@ -420,51 +494,48 @@ impl PgStore {
         let db = Db {
             pool,
             op_timeout: options.op_timeout,
+            health: Arc::default(),
         };
         let revocations = Arc::new(Revocations::shared(
             RevocationKeeper {
                 db: db.clone(),
                 node: options.node.clone(),
+                bound: options.op_timeout,
             },
             options.max_staleness,
         ));
-        let (node, policy, key) = (
-            options.node.clone(),
-            options.policy_sha256.clone(),
-            options.public_key.clone(),
-        );
-        let register = options.register;
-        let others: Vec<(String, Option<String>)> = db
-            .with("node registration", async move |c| {
-                if !register {
-                    return Ok(Vec::new());
-                }
-                c.execute(
-                    "INSERT INTO vak_nodes (node, started_at, policy_sha256, public_key, vak_version)
-                     VALUES ($1, now(), $2, $3, $4)
-                     ON CONFLICT (node) DO UPDATE SET started_at = now(),
-                         policy_sha256 = EXCLUDED.policy_sha256, public_key = EXCLUDED.public_key,
-                         vak_version = EXCLUDED.vak_version",
-                    &[&node, &policy, &key, &env!("CARGO_PKG_VERSION")],
-                )
-                .await?;
-                let rows = c
-                    .query(
-                        "SELECT node, policy_sha256 FROM vak_nodes
-                         WHERE node <> $1 AND policy_sha256 IS DISTINCT FROM $2",
-                        &[&node, &policy],
+        let lease = match options.register {
+            true => Some(Arc::new(lease::Lease::take(&db, &options).await?)),
+            false => None,
+        };
+        if options.register {
+            let (node, policy) = (options.node.clone(), options.policy_sha256.clone());
+            let others: Vec<(String, Option<String>)> = db
+                .with("node registration", async move |c| {
+                    // Fences of reservation batches older than any a node still gives up.
+                    c.execute(
+                        "DELETE FROM vak_reserve_fence WHERE at < now() - interval '1 hour'",
+                        &[],
                     )
                     .await?;
-                Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
-            })
-            .await?;
-        for (other, digest) in others {
-            tracing::warn!(
-                node = %other,
-                policy = digest.as_deref().unwrap_or("-"),
-                "another node of this store registered a different policy: session budgets are \
-                 shared, so every node should serve the same policy"
-            );
+                    let rows = c
+                        .query(
+                            "SELECT node, policy_sha256 FROM vak_nodes
+                             WHERE node <> $1 AND policy_sha256 IS DISTINCT FROM $2",
+                            &[&node, &policy],
+                        )
+                        .await?;
+                    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+                })
+                .await?;
+            for (other, digest) in others {
+                tracing::warn!(
+                    node = %other,
+                    policy = digest.as_deref().unwrap_or("-"),
+                    "another node of this store registered a different policy: session budgets are \
+                     shared, so every node should serve the same policy"
+                );
+            }
         }
         let shutdown = CancellationToken::new();
         let (writer, queue) = mpsc::unbounded_channel();
@@ -476,25 +547,45 @@ impl PgStore {
             revocations,
             writer,
             reserver,
+            lease: lease.clone(),
             shutdown: shutdown.clone(),
         });
         // The first read is not in the background: a node serves with a complete view.
         let mut listener = Listener::new(
+            db.clone(),
             store.config.clone(),
             store.revocations.clone(),
-            store.options.op_timeout,
-            store.options.poll,
+            (store.options.op_timeout, store.options.poll),
+            lease.clone(),
         );
         listener.read_with_pool(&db).await?;
         tokio::spawn(listener.run(shutdown.clone()));
         tokio::spawn(ledger::run_reserver(
             db.clone(),
+            store.options.node.clone(),
             reservations,
             shutdown.clone(),
         ));
-        tokio::spawn(Writer::new(db, store.options.node.clone()).run(queue, shutdown));
+        tokio::spawn(Writer::new(db, store.options.node.clone(), lease).run(queue, shutdown));
         tracing::info!(store = %store.describe(), "connected to the shared store");
         Ok(store)
+    }
+
+    /// Stop serving from the store: give this node's name back, so that another process may
+    /// take it at once (a process that ends without this frees it when its lease lapses).
+    pub async fn close(&self) {
+        self.shutdown.cancel();
+        if let Some(lease) = &self.lease
+            && let Err(e) = lease.release(&self.db).await
+        {
+            tracing::warn!(error = %e, "the node's name could not be given back: it is free once its lease lapses");
+        }
+    }
+
+    /// The bound on each wait on the store (a call's reservation and `started` entry together,
+    /// its record).
+    pub fn bound(&self) -> Duration {
+        self.options.op_timeout
     }
 
     /// Where the store is and who this node is (never the password).
@@ -518,7 +609,12 @@ impl PgStore {
                 let nodes = c
                     .query(
                         "SELECT node, n.started_at::text, n.policy_sha256, n.public_key,
-                                n.vak_version, coalesce(r.entries, 0), r.last_commit::text
+                                n.vak_version, coalesce(r.entries, 0), r.last_commit::text,
+                                CASE WHEN n.holder IS NOT NULL THEN n.holder_info END,
+                                CASE WHEN n.holder IS NOT NULL THEN
+                                    (extract(epoch FROM now() - n.heartbeat_at) * 1000)::bigint
+                                END,
+                                coalesce(n.revocation_ack, 0)
                          FROM vak_nodes n
                          FULL JOIN (SELECT node, count(*) AS entries,
                                            max(committed_at) AS last_commit
@@ -536,6 +632,9 @@ impl PgStore {
                         vak_version: r.get(4),
                         entries: r.get(5),
                         last_commit: r.get(6),
+                        holder: r.get(7),
+                        heartbeat_ms_ago: r.get(8),
+                        revocation_ack: r.get(9),
                     })
                     .collect();
                 let counts = c
@@ -565,33 +664,71 @@ impl PgStore {
         })
     }
 
-    /// Append `record` (with its ledger charge) to this node's chain; answered once committed.
+    /// Append `record` (with its ledger charge) to this node's chain; answered once committed,
+    /// or when `wait` says to stop waiting. A record not committed by then is kept by the
+    /// writer and committed (with its charge) when the store answers again: the call is not
+    /// acknowledged, but its record and its reservation's settlement are not lost.
     pub async fn append(
         &self,
         record: &CallRecord,
         settlement: Option<Settlement>,
+        wait: crate::store::Wait,
     ) -> Result<Entry, JournalError> {
         let (reply, answer) = oneshot::channel();
         let pending = Pending::new(record, settlement, reply);
-        let gone = || JournalError::WriterGone {
-            path: self.describe(),
-        };
-        self.writer.send(pending).map_err(|_| gone())?;
-        answer.await.unwrap_or_else(|_| Err(gone()))
+        self.send(pending, answer, wait).await
     }
 
-    /// Append a call's signed `started` entry to this node's chain; answered once committed.
+    /// Append a call's signed `started` entry to this node's chain; answered once committed, or
+    /// an error at `deadline` (then the entry is not written if the writer had not taken it yet,
+    /// and the call does not run either way).
     pub async fn append_started(
         &self,
         started: &crate::journal::Started,
+        deadline: Instant,
     ) -> Result<Entry, JournalError> {
         let (reply, answer) = oneshot::channel();
         let pending = Pending::started(started, reply);
+        self.send(pending, answer, crate::store::Wait::Until(deadline))
+            .await
+    }
+
+    async fn send(
+        &self,
+        pending: Pending,
+        answer: oneshot::Receiver<Result<Entry, JournalError>>,
+        wait: crate::store::Wait,
+    ) -> Result<Entry, JournalError> {
         let gone = || JournalError::WriterGone {
             path: self.describe(),
         };
+        if let Some(why) = self.lease.as_ref().and_then(|l| l.lost()) {
+            return Err(JournalError::Store(StoreError::LeaseLost(why)));
+        }
         self.writer.send(pending).map_err(|_| gone())?;
-        answer.await.unwrap_or_else(|_| Err(gone()))
+        let deadline = match wait {
+            crate::store::Wait::Until(deadline) => deadline,
+            crate::store::Wait::Queued(why) => {
+                return Err(JournalError::Store(StoreError::Unavailable {
+                    what: "journal commit",
+                    message: format!(
+                        "not waited for ({why}); the record is kept and committed when the store \
+                         answers"
+                    ),
+                }));
+            }
+        };
+        let began = Instant::now();
+        match tokio::time::timeout_at(deadline.into(), answer).await {
+            Ok(answered) => answered.unwrap_or_else(|_| Err(gone())),
+            Err(_) => Err(JournalError::Store(StoreError::Unavailable {
+                what: "journal commit",
+                message: format!(
+                    "no answer within {} ms (the bound on a wait for the store)",
+                    began.elapsed().as_millis()
+                ),
+            })),
+        }
     }
 
     /// Calls matching `filter`, every node's, newest first: each call's final record, or its

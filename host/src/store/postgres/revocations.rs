@@ -1,9 +1,11 @@
 //! Revocations in the shared store: recorded with a `NOTIFY`, applied by every node's listener
 //! at each notification and at every poll.
 
+use super::lease::Lease;
 use super::{Db, describe};
-use crate::revocation::{RevocationEntry, Revocations};
+use crate::revocation::{Confirmation, RevocationEntry, Revocations};
 use crate::store::StoreError;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -15,6 +17,8 @@ use tokio_util::sync::CancellationToken;
 pub struct RevocationKeeper {
     pub(super) db: Db,
     pub(super) node: String,
+    /// How long a revocation waits for the live nodes to confirm it.
+    pub(super) bound: Duration,
 }
 
 impl std::fmt::Debug for RevocationKeeper {
@@ -44,6 +48,76 @@ impl RevocationKeeper {
     }
 }
 
+/// Which nodes hold their name, whether each applied revocation `$1`, and whether its view has
+/// lapsed (no heartbeat within its staleness bound, 50 ms of margin added: it then refuses every
+/// call on its own until it has read what is new), or it stopped.
+const BARRIER: &str = "
+SELECT node, revocation_ack >= $1,
+       holder IS NULL OR heartbeat_at IS NULL
+       OR now() - heartbeat_at > make_interval(secs => (coalesce(stale_ms, 0) + 50) / 1000.0)
+FROM vak_nodes WHERE holder IS NOT NULL OR node = ANY($2)";
+
+impl RevocationKeeper {
+    /// Wait until every node live now has applied revocation `id` (from its admission path:
+    /// its view holds it, then it says so), or its view lapsed (it refuses every call until it
+    /// has read it), or the bound passed: which nodes did what.
+    pub(crate) async fn barrier(&self, id: i64) -> Confirmation {
+        let began = Instant::now();
+        let deadline = began + self.bound;
+        let mut confirmation = Confirmation::default();
+        let mut waiting: Option<BTreeSet<String>> = None;
+        loop {
+            let listed: Vec<String> = waiting.iter().flatten().cloned().collect();
+            let rows = self
+                .db
+                .with_by("revocation barrier", deadline, async move |c| {
+                    c.query(BARRIER, &[&id, &listed]).await
+                })
+                .await;
+            let rows = match rows {
+                Ok(rows) => rows,
+                Err(e) => {
+                    confirmation.error = Some(e.to_string());
+                    confirmation.unconfirmed = waiting.into_iter().flatten().collect();
+                    break;
+                }
+            };
+            // The nodes live when the revocation was committed: those whose view is fresh.
+            let live = waiting.get_or_insert_with(|| {
+                rows.iter()
+                    .filter(|r| !r.get::<_, bool>(2))
+                    .map(|r| r.get(0))
+                    .collect()
+            });
+            for r in &rows {
+                let node: String = r.get(0);
+                if !live.contains(&node) {
+                    continue;
+                }
+                if r.get::<_, bool>(1) {
+                    live.remove(&node);
+                    confirmation.confirmed.push(node);
+                } else if r.get::<_, bool>(2) {
+                    live.remove(&node);
+                    confirmation.lapsed.push(node);
+                }
+            }
+            if live.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                confirmation.unconfirmed = live.iter().cloned().collect();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        confirmation.waited_ms = began.elapsed().as_millis() as u64;
+        confirmation.confirmed.sort();
+        confirmation.lapsed.sort();
+        confirmation
+    }
+}
+
 /// Keeps a node's view of the revocations complete: `LISTEN` on a connection of its own, a read
 /// of what is new at each notification and at every poll, and a reconnection when it breaks.
 pub(super) struct Listener {
@@ -53,23 +127,35 @@ pub(super) struct Listener {
     poll: Duration,
     /// The highest id applied.
     last: i64,
+    /// This node's lease, renewed after each read, with the highest id applied (`None`: this
+    /// process serves nothing).
+    lease: Option<Arc<Lease>>,
+    db: Db,
 }
 
 const NEW_REVOCATIONS: &str = "SELECT id, entry FROM vak_revocations WHERE id > $1 ORDER BY id";
 
 impl Listener {
     pub(super) fn new(
+        db: Db,
         config: tokio_postgres::Config,
         revocations: Arc<Revocations>,
-        op_timeout: Duration,
-        poll: Duration,
+        (op_timeout, poll): (Duration, Duration),
+        lease: Option<Arc<Lease>>,
     ) -> Listener {
+        let mut config = config;
+        if let Some(l) = &lease {
+            // Named, so that an operator (and a test) can tell this connection in pg_stat_activity.
+            config.application_name(format!("vak revocations {}", l.node));
+        }
         Listener {
             config,
             revocations,
             op_timeout,
             poll,
             last: 0,
+            lease,
+            db,
         }
     }
 
@@ -104,6 +190,10 @@ impl Listener {
             })
     }
 
+    /// Read what is new and apply it; then (a node) renew the lease, saying which revocations
+    /// are in force here; then confirm the view as of when the read began. Applied before it is
+    /// said, said before the view counts as fresh: a revocation a node has acknowledged refuses
+    /// every call it checks afterwards, and a node whose heartbeat is old refuses on its own.
     async fn read(&mut self, client: &tokio_postgres::Client) -> Result<(), String> {
         let started = Instant::now();
         let rows = tokio::time::timeout(
@@ -113,20 +203,41 @@ impl Listener {
         .await
         .map_err(|_| "no answer in time".to_string())?
         .map_err(|e| describe(&e))?;
-        if self.apply(&rows) {
-            self.revocations.confirm(started);
+        if !self.apply(&rows) {
+            return Ok(());
         }
+        if let Some(lease) = &self.lease {
+            let renewed = tokio::time::timeout(self.op_timeout, lease.heartbeat(client, self.last))
+                .await
+                .map_err(|_| "no answer in time".to_string())?
+                .map_err(|e| describe(&e))?;
+            if !renewed {
+                self.revocations.lose(lease.lose());
+                return Ok(());
+            }
+        }
+        self.db.health.answered();
+        self.revocations.confirm(started);
         Ok(())
     }
 
     pub(super) async fn run(mut self, shutdown: CancellationToken) {
         let mut backoff = Duration::from_millis(50);
         while !shutdown.is_cancelled() {
-            match self.session(&shutdown).await {
+            let began = Instant::now();
+            let outcome = self.session(&shutdown).await;
+            if began.elapsed() > Duration::from_secs(2) {
+                backoff = Duration::from_millis(50);
+            }
+            match outcome {
                 Ok(()) => return,
-                Err(e) => {
-                    tracing::warn!(error = %e, "revocation listener lost the store; reconnecting");
-                }
+                Err(message) => self.db.health.failed(
+                    "revocation listener",
+                    &StoreError::Unavailable {
+                        what: "revocation listener",
+                        message,
+                    },
+                ),
             }
             tokio::select! {
                 () = shutdown.cancelled() => return,
