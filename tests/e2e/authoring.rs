@@ -288,7 +288,9 @@ fn a_new_python_tool_runs_as_the_guide_says() {
     // The shared venv proves PyPI is reachable; the guide's `vak build` then makes the
     // project's own .venv (from pip's cache).
     if let Err(e) = vak_tests::python_toolchain() {
-        eprintln!("SKIPPED: componentize-py could not be installed from PyPI: {e}");
+        vak_tests::skipped(format!(
+            "componentize-py could not be installed from PyPI: {e}"
+        ));
         return;
     }
     let (base, run) = run_guide_block(1, "python", None);
@@ -313,7 +315,9 @@ fn a_new_javascript_tool_runs_as_the_guide_says() {
         .args(["view", "@bytecodealliance/jco@1.35.0", "version"])
         .output();
     if !reachable.as_ref().is_ok_and(|o| o.status.success()) {
-        eprintln!("SKIPPED: npm or its registry is not reachable: {reachable:?}");
+        vak_tests::skipped(format!(
+            "npm or its registry is not reachable: {reachable:?}"
+        ));
         return;
     }
     let (base, run) = run_guide_block(2, "js", None);

@@ -115,7 +115,9 @@ async fn a_javascript_tool_runs_through_the_whole_lifecycle() {
         "--no-fund",
         "--loglevel=error",
     ])) {
-        eprintln!("SKIPPED: the JavaScript toolchain (jco from npm) could not be installed: {e}");
+        vak_tests::skipped(format!(
+            "the JavaScript toolchain (jco from npm) could not be installed: {e}"
+        ));
         return;
     }
     assert_guide_shows(&tool.join("tool.js"), "js");
@@ -160,9 +162,9 @@ async fn a_python_tool_runs_through_the_whole_lifecycle() {
     let bin = match vak_tests::python_toolchain() {
         Ok(bin) => bin,
         Err(e) => {
-            eprintln!(
-                "SKIPPED: the Python toolchain (componentize-py from PyPI) could not be installed: {e}"
-            );
+            vak_tests::skipped(format!(
+                "the Python toolchain (componentize-py from PyPI) could not be installed: {e}"
+            ));
             return;
         }
     };

@@ -20,9 +20,9 @@ fn clients() -> PathBuf {
 }
 
 fn skip(what: &str) {
-    eprintln!(
-        "SKIPPED: {what} is not installed; run tests/clients/install.sh (as .ci/run does) to test with it"
-    );
+    vak_tests::skipped(format!(
+        "{what} is not installed; run tests/clients/install.sh (as .ci/run does) to test with it"
+    ));
 }
 
 #[test]

@@ -296,6 +296,15 @@ pub fn python_toolchain() -> Result<std::path::PathBuf, String> {
     Ok(bin)
 }
 
+/// A test that cannot run here says why and returns, unless `VAK_REQUIRE_ALL` is set (as
+/// `.ci/run` sets it): then it fails, so that a green CI run means every test ran.
+pub fn skipped(why: impl std::fmt::Display) {
+    if std::env::var_os("VAK_REQUIRE_ALL").is_some_and(|v| !v.is_empty()) {
+        panic!("VAK_REQUIRE_ALL is set and this test could not run: {why}");
+    }
+    eprintln!("SKIPPED: {why}");
+}
+
 /// A throwaway PostgreSQL cluster for a test, or `None` (with the reason on stderr) where
 /// PostgreSQL is not installed. With `VAK_REQUIRE_PG` set (as CI sets it), a cluster that cannot
 /// start fails the test instead of skipping it.
@@ -306,7 +315,7 @@ pub fn pg_cluster() -> Option<vak_pg_cluster::Cluster> {
             panic!("VAK_REQUIRE_PG is set and no PostgreSQL cluster could be started: {why}")
         }
         Err(why) => {
-            eprintln!("skipping the PostgreSQL part of this test: {why}");
+            skipped(format!("the PostgreSQL part of this test: {why}"));
             None
         }
     }
