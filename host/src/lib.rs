@@ -18,7 +18,7 @@ pub mod bench;
 pub mod budget;
 pub mod bundled;
 pub mod capabilities;
-pub mod digest;
+pub use vak_core::digest;
 pub mod dispatch;
 pub mod evidence;
 #[doc(hidden)]
@@ -37,7 +37,7 @@ pub mod revocation;
 pub mod schema;
 pub mod secrets;
 pub mod signing;
-pub mod stage;
+pub use vak_core::stage;
 pub mod store;
 
 pub use admission::{AdmissionError, AdmittedTool, Descriptor, Examination, Verdict};

@@ -10,7 +10,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// A [`std::hash::Hasher`] that feeds SHA-256, for turning wasmtime's `impl Hash` engine
 /// fingerprint into a stable digest (`finish` is unused).
 #[derive(Default)]
-pub(crate) struct Sha256Hasher(pub Sha256);
+pub struct Sha256Hasher(pub Sha256);
 
 impl std::hash::Hasher for Sha256Hasher {
     fn finish(&self) -> u64 {

@@ -1,0 +1,12 @@
+//! # vak-core: the call lifecycle as pure data and functions
+//!
+//! Everything here decides without acting: no WebAssembly engine, no async runtime, no
+//! database, no files. The runtime (`vak-runtime`'s part of `vak-host`) runs components and
+//! brokers their effects; the store keeps records; this crate says what a call is, what each
+//! stage decides, and what a record holds. Whatever it needs from outside it names as a trait
+//! in [`ports`].
+
+pub mod digest;
+pub mod ports;
+pub mod stage;
+pub mod types;
