@@ -403,21 +403,7 @@ impl crate::stage::StageError for ApprovalError {
     }
 }
 
-/// One question and its answer, as kept in the record.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct ApprovalEntry {
-    /// The request as asked (id, scope, binding, digests, expiry).
-    pub request: serde_json::Value,
-    /// `approved`, `denied`, `timeout`, `unavailable` or `invalid`.
-    pub decision: String,
-    /// Who answered, when someone did.
-    pub by: Option<String>,
-    pub answered_at: String,
-    /// Why, for anything but an approval.
-    pub reason: Option<String>,
-    /// How long the host waited for the answer.
-    pub waited_ms: u64,
-}
+pub use vak_core::record::ApprovalEntry;
 
 /// What every question of one call is bound to.
 #[derive(Debug, Clone)]

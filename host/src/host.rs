@@ -664,7 +664,7 @@ impl Host {
         // in the arguments a model pasted it into, an approval's question, the error, the
         // receipts (the digests stay those of the data as it was). The record is what the
         // journal, `vak call`, `vak audit` and MCP results and `_meta` are made from.
-        record.redact(&scrub);
+        crate::record::redact(&mut record, &scrub);
         if matches!(record.status, Status::ToolError | Status::Failed) {
             record.outcome = serde_json::json!({ "label": "failed", "payload_passed": false, "requirements": [] });
         }
@@ -685,7 +685,8 @@ impl Host {
             .inner
             .store
             .sign_and_append(&mut record, &self.inner.key, settlement, wait)
-            .await;
+            .await
+            .map(|written| written.map_err(|e| e.failure()));
         if let Some(Err(e)) = &record.journaled {
             // An outage is logged once by the store, with a count; not here for every call.
             if e.retryable() {
@@ -948,9 +949,9 @@ impl Host {
                 let (kept, error) = result::tool_error(e);
                 record.tool_error = Some(kept);
                 // Redacted before it is cut to its cap: a value cut in two would not be found.
-                record.redact(scrub);
+                crate::record::redact(record, scrub);
                 if let Some(kept) = &mut record.tool_error {
-                    kept.cut_to_cap();
+                    crate::result::cut_to_cap(kept);
                 }
                 record.stop(CallError::from(&error), t.elapsed());
                 record.status = Status::ToolError;
@@ -983,7 +984,7 @@ impl Host {
                 }
                 record.result = Some(r);
                 // The outcome and the projection are made from the redacted result.
-                record.redact(scrub);
+                crate::record::redact(record, scrub);
                 record.passed(Stage::Result, t.elapsed(), String::new());
             }
             Err(e) => return record.stop(CallError::from(&e), t.elapsed()),

@@ -252,7 +252,7 @@ pub fn collect(r: wit::ToolResult, limit: u64) -> Result<ToolResultRecord, Resul
 }
 
 /// The tool's own error value, kept as returned up to its caps ([`MAX_TOOL_ERROR_CODE_BYTES`],
-/// and [`MAX_TOOL_ERROR_MESSAGE_BYTES`] once [`ToolErrorRecord::cut_to_cap`] ran): a message
+/// and [`MAX_TOOL_ERROR_MESSAGE_BYTES`] once [`cut_to_cap`] ran): a message
 /// over its cap keeps its size and digest here.
 pub fn tool_error(e: wit::ToolError) -> (ToolErrorRecord, ResultError) {
     let code = cut(&e.code, MAX_TOOL_ERROR_CODE_BYTES).0.to_string();
@@ -278,20 +278,17 @@ pub(crate) fn cut(text: &str, max: usize) -> (&str, bool) {
     (&text[..end], true)
 }
 
-impl ToolErrorRecord {
-    /// Cut the message to [`MAX_TOOL_ERROR_MESSAGE_BYTES`] (after the scrubber read all of it,
-    /// so that no secret survives as a prefix cut short), with a note saying how much was cut.
-    pub(crate) fn cut_to_cap(&mut self) {
-        let note =
-            |n: usize| format!("… [cut: {n} more bytes; see message_bytes and message_sha256]");
-        // The note fits in what is left of the cap: under 96 bytes.
-        let (kept, was_cut) = cut(&self.message, MAX_TOOL_ERROR_MESSAGE_BYTES - 96);
-        if was_cut && self.message.len() > MAX_TOOL_ERROR_MESSAGE_BYTES {
-            let rest = self.message.len() - kept.len();
-            let mut message = kept.to_string();
-            message.push_str(&note(rest));
-            self.message = message;
-        }
+/// Cut a tool error's message to [`MAX_TOOL_ERROR_MESSAGE_BYTES`] (after the scrubber read all
+/// of it, so that no secret survives as a prefix cut short), with a note saying how much was cut.
+pub(crate) fn cut_to_cap(error: &mut ToolErrorRecord) {
+    let note = |n: usize| format!("… [cut: {n} more bytes; see message_bytes and message_sha256]");
+    // The note fits in what is left of the cap: under 96 bytes.
+    let (kept, was_cut) = cut(&error.message, MAX_TOOL_ERROR_MESSAGE_BYTES - 96);
+    if was_cut && error.message.len() > MAX_TOOL_ERROR_MESSAGE_BYTES {
+        let rest = error.message.len() - kept.len();
+        let mut message = kept.to_string();
+        message.push_str(&note(rest));
+        error.message = message;
     }
 }
 
@@ -378,7 +375,7 @@ mod tests {
             code: "c".repeat(1000),
             message: message.clone(),
         });
-        kept.cut_to_cap();
+        cut_to_cap(&mut kept);
         assert_eq!(kept.code.len(), MAX_TOOL_ERROR_CODE_BYTES);
         assert!(
             kept.message.len() <= MAX_TOOL_ERROR_MESSAGE_BYTES,
@@ -398,7 +395,7 @@ mod tests {
             code: "denied".into(),
             message: "no".into(),
         });
-        small.cut_to_cap();
+        cut_to_cap(&mut small);
         assert_eq!((small.message.as_str(), small.message_bytes), ("no", None));
         assert!(!serde_json::to_string(&small).unwrap().contains("sha256"));
     }

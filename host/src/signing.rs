@@ -23,36 +23,12 @@ use crate::record::CallRecord;
 use curve25519_dalek::{EdwardsPoint, Scalar};
 use ed25519_dalek::hazmat::ExpandedSecretKey;
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
-use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use zeroize::{Zeroize, Zeroizing};
 
-/// The signature on a record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RecordSignature {
-    /// `ed25519-sha256`: ed25519 over the SHA-256 of the record's JSON (with `signature` null).
-    /// Records signed before the digest was introduced say `ed25519` (over the JSON itself);
-    /// both verify.
-    pub algorithm: String,
-    /// The host's public key, lowercase hex (32 bytes).
-    pub public_key: String,
-    /// The signature, lowercase hex.
-    pub signature: String,
-    /// For `ed25519-sha256-batch`: where the record sits in the batch that was signed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub batch: Option<BatchProof>,
-}
-
-/// A record's place in a signed batch: its leaf's index among `size` leaves and the sibling
-/// hashes from the leaf up to the root (lowercase hex), as RFC 9162 §2.1.3 defines them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BatchProof {
-    pub index: u64,
-    pub size: u64,
-    pub path: Vec<String>,
-}
+pub use vak_core::record::{BatchProof, RecordSignature};
 
 /// Why a key could not be made or loaded.
 #[derive(Debug, thiserror::Error)]

@@ -7,6 +7,13 @@
 //! in [`ports`].
 
 pub mod digest;
+pub mod evidence;
+pub mod outcome;
 pub mod ports;
+pub mod projection;
+pub mod proposal;
+pub mod record;
+pub mod registry;
+pub mod schema;
 pub mod stage;
 pub mod types;

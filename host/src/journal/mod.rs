@@ -105,6 +105,15 @@ impl JournalError {
             _ => false,
         }
     }
+
+    /// The failure as a call record keeps it.
+    pub fn failure(&self) -> vak_core::record::JournalFailure {
+        vak_core::record::JournalFailure {
+            kind: self.kind(),
+            message: self.to_string(),
+            retryable: self.retryable(),
+        }
+    }
 }
 
 /// Why a call was refused before dispatch: its `started` entry could not be written, so its tool
@@ -136,17 +145,7 @@ impl crate::stage::StageError for JournalUnavailable {
 }
 
 /// One journal entry's place.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Entry {
-    /// The global commit order of every chain, where it is known at commit (a shared store); 0
-    /// for a local journal, whose entries take theirs when indexed.
-    pub seq: i64,
-    pub hash: String,
-    /// The chain holding the entry (a process's chain in a local journal, a node's in a shared
-    /// store), and the entry's place there.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<(String, i64)>,
-}
+pub use vak_core::record::JournalPlace as Entry;
 
 /// A listed call: its final record, or its `started` entry when it has none.
 #[derive(Debug, Clone, Serialize)]

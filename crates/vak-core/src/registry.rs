@@ -19,8 +19,8 @@
 //! shown as not backed. `verified` needs every binding marked `material` whose field is present
 //! backed (see [`crate::outcome`]).
 
-use crate::capabilities::Capability;
 use crate::schema::{CompiledSchema, SchemaCompileError};
+use crate::types::Capability;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 

@@ -27,10 +27,10 @@
 mod bind;
 pub mod bodies;
 
-use crate::capabilities::{Capability, Receipt};
 use crate::record::EvidenceRecord;
 use crate::registry::{Backing, ItemKind, PayloadSchema, Registry};
 use crate::stage::{Stage, StageError};
+use crate::types::{Capability, Receipt};
 pub use bind::RELATIVE_TOLERANCE;
 use bodies::{Bodies, BodyMatcher};
 use serde::{Deserialize, Serialize};

@@ -2,8 +2,8 @@
 //! for a computed field, with the host's own computation), as the registry's bindings say.
 
 use super::bodies::BodyMatcher;
-use crate::capabilities::{Capability, Receipt};
 use crate::registry::{Backing, Computation, Derivation, FieldBinding, PayloadSchema, Relation};
+use crate::types::{Capability, Receipt};
 use serde_json::Value;
 use std::collections::HashMap;
 

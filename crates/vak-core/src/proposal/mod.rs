@@ -181,7 +181,7 @@ pub fn parse_arguments(
 }
 
 /// The deepest nesting of `[` / `{` outside strings (an upper bound for malformed text).
-pub(crate) fn nesting_depth(text: &str) -> usize {
+pub fn nesting_depth(text: &str) -> usize {
     let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
     for b in text.bytes() {
         if in_string {

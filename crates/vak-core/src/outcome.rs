@@ -14,9 +14,9 @@
 //! values happen to be present: a comparison without aligned periods, units and basis is unmet,
 //! and no delta is derived.
 
-use crate::capabilities::Receipt;
 use crate::evidence::{CheckedEvidence, Support};
 use crate::registry::{Backing, Domain, PayloadSchema, Registry};
+use crate::types::Receipt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -1,0 +1,394 @@
+//! The call record: one per proposal, whatever happened to it.
+//!
+//! A record says which stages ran, how long each took and what each decided; what the call was
+//! granted and what it used; the tool's result kept byte for byte (with its digest); the receipts
+//! of every brokered effect; and, on refusal or failure, the [`CallError`].
+
+use crate::stage::{CallError, Stage};
+use crate::types::Receipt;
+use serde::{Deserialize, Serialize};
+
+/// The version of the record format; bumped when a field changes meaning.
+pub const RECORD_VERSION: u32 = 1;
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The tool ran and returned a result.
+    Completed,
+    /// The tool ran and returned its own error value.
+    ToolError,
+    /// The host refused the call before dispatch; no instance was created.
+    Refused,
+    /// The call was dispatched and ended in the sandbox (a limit, a trap) or in the host.
+    Failed,
+}
+
+impl Status {
+    /// The status as it appears in records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Completed => "completed",
+            Status::ToolError => "tool_error",
+            Status::Refused => "refused",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+/// What one stage decided, and how long it took.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageReport {
+    pub stage: Stage,
+    /// `passed`, `refused`, `failed` or `skipped`.
+    pub decision: String,
+    pub elapsed_ns: u64,
+    /// A short note on what the stage decided (e.g. the admitted limits).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+/// What a call really used.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Fuel consumed (deterministic CPU units).
+    pub fuel: u64,
+    /// Wall-clock time of the dispatch stage, from instantiation to return.
+    pub wall_ns: u64,
+    /// Peak linear memory of the instance, in bytes.
+    pub memory_bytes: u64,
+    /// Size of the returned result (document, payload, evidence), in bytes.
+    pub result_bytes: u64,
+}
+
+/// The limits a call ran under (the admitted budget).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    pub fuel: u64,
+    pub memory_bytes: u64,
+    pub wall_time_ms: u64,
+    pub result_bytes: u64,
+}
+
+/// Captured output of a stream (stdout or stderr), bounded.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Captured {
+    /// What was kept, lossily decoded as UTF-8.
+    pub text: String,
+    /// Bytes written beyond the cap and dropped.
+    pub dropped_bytes: u64,
+}
+
+/// A log line written through the `log` capability.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogLine {
+    pub level: String,
+    pub message: String,
+}
+
+/// Bounded logs of a call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Logs {
+    pub lines: Vec<LogLine>,
+    /// Lines dropped because the call reached the line cap.
+    pub dropped_lines: u64,
+    pub stdout: Captured,
+    pub stderr: Captured,
+}
+
+/// The tool's typed result, kept as returned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultRecord {
+    /// SHA-256 of the canonical encoding of the result as returned (see `result` module).
+    pub digest: String,
+    /// The payload schema id the tool named, if it returned a payload.
+    pub payload_schema: Option<String>,
+    /// The payload JSON text exactly as returned.
+    pub payload_json: Option<String>,
+    /// The Markdown document exactly as returned.
+    pub markdown: String,
+    /// The evidence items exactly as returned.
+    pub evidence: Vec<EvidenceRecord>,
+    /// Images, audio and embedded resources, as returned (absent from records without any, so
+    /// their digests are what they were before attachments existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<AttachmentRecord>,
+}
+
+/// An attachment as the tool returned it, with the digest of its content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttachmentRecord {
+    /// `image`, `audio` or `resource`.
+    pub kind: String,
+    pub mime_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+    /// The content, when it is text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The content, when it is bytes: standard base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base64: Option<String>,
+    /// Bytes of content.
+    pub size: u64,
+    /// SHA-256 of the content (the text's UTF-8 or the bytes), lowercase hex.
+    pub sha256: String,
+}
+
+/// An evidence item as the tool returned it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceRecord {
+    pub id: String,
+    /// `observed`, `cited`, `computed` or `synthesized`.
+    pub kind: String,
+    pub supports: Vec<String>,
+    pub receipt: Option<String>,
+    pub digest: Option<String>,
+    pub derived_from: Vec<String>,
+    pub note: String,
+}
+
+/// A tool's own error value, within its caps (`result::MAX_TOOL_ERROR_CODE_BYTES` and
+/// `result::MAX_TOOL_ERROR_MESSAGE_BYTES`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolErrorRecord {
+    pub code: String,
+    pub message: String,
+    /// When the message was cut: its size as the tool returned it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_bytes: Option<u64>,
+    /// When the message was cut: the SHA-256 of the whole message as the tool returned it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_sha256: Option<String>,
+}
+
+/// The signature on a record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordSignature {
+    /// `ed25519-sha256`: ed25519 over the SHA-256 of the record's JSON (with `signature` null).
+    /// Records signed before the digest was introduced say `ed25519` (over the JSON itself);
+    /// both verify.
+    pub algorithm: String,
+    /// The host's public key, lowercase hex (32 bytes).
+    pub public_key: String,
+    /// The signature, lowercase hex.
+    pub signature: String,
+    /// For `ed25519-sha256-batch`: where the record sits in the batch that was signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchProof>,
+}
+
+/// A record's place in a signed batch: its leaf's index among `size` leaves and the sibling
+/// hashes from the leaf up to the root (lowercase hex), as RFC 9162 §2.1.3 defines them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchProof {
+    pub index: u64,
+    pub size: u64,
+    pub path: Vec<String>,
+}
+
+/// One question and its answer, as kept in the record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalEntry {
+    /// The request as asked (id, scope, binding, digests, expiry).
+    pub request: serde_json::Value,
+    /// `approved`, `denied`, `timeout`, `unavailable` or `invalid`.
+    pub decision: String,
+    /// Who answered, when someone did.
+    pub by: Option<String>,
+    pub answered_at: String,
+    /// Why, for anything but an approval.
+    pub reason: Option<String>,
+    /// How long the host waited for the answer.
+    pub waited_ms: u64,
+}
+
+/// Where a record went in the journal: the call's answer to "is this on record?".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JournalPlace {
+    /// The global commit order of every chain, where it is known at commit (a shared store); 0
+    /// for a local journal, whose entries take theirs when indexed.
+    pub seq: i64,
+    pub hash: String,
+    /// The chain holding the entry (a process's chain in a local journal, a node's in a shared
+    /// store), and the entry's place there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<(String, i64)>,
+}
+
+/// Why a record could not be journaled, as the caller needs it: a stable kind
+/// (`journal_failed`, `store_unavailable`), the message, and whether the same call retried
+/// could be journaled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct JournalFailure {
+    pub kind: &'static str,
+    pub message: String,
+    pub retryable: bool,
+}
+
+impl JournalFailure {
+    /// The condition's stable snake_case name.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// Whether the same call, retried, could be journaled.
+    pub fn retryable(&self) -> bool {
+        self.retryable
+    }
+}
+
+/// The complete record of one call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    pub record_version: u32,
+    /// vak's own id of the call, unique: the key of the record, its receipts and its journal
+    /// entry.
+    pub call_id: String,
+    /// The provider's id of the tool call as the model sent it (`call_abc`, `toolu_…`), where
+    /// there was one: what to answer the provider with. A model chooses it: it may repeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_call_id: Option<String>,
+    pub tool: String,
+    /// Where the proposal came from (`cli`, `api`, a provider name).
+    pub provider: String,
+    /// The session the call was charged to.
+    pub session_id: String,
+    /// For a child run: the call that started it, and how deep it is (0 for a top-level call).
+    pub parent_call_id: Option<String>,
+    pub depth: u32,
+    /// On whose behalf the call was made, if the embedder said.
+    pub principal: Option<String>,
+    /// When the host received the proposal (RFC 3339, UTC).
+    pub received_at: String,
+    pub status: Status,
+    /// The last lifecycle stage reached.
+    pub stage: Stage,
+    pub error: Option<CallError>,
+    pub stages: Vec<StageReport>,
+    /// SHA-256 of the argument text as proposed.
+    pub arguments_digest: String,
+    /// The arguments as proposed, when they were valid JSON.
+    pub arguments: Option<serde_json::Value>,
+    /// The digest of the component that ran (or would have run).
+    pub component_digest: Option<String>,
+    /// The admitted limits, once the budget stage passed.
+    pub limits: Option<Limits>,
+    /// Capabilities granted to this call (interface names), once permission passed.
+    pub granted: Vec<String>,
+    pub usage: Usage,
+    pub result: Option<ToolResultRecord>,
+    pub tool_error: Option<ToolErrorRecord>,
+    pub receipts: Vec<Receipt>,
+    /// Records of the child runs this call started (kept even when this call failed after them).
+    pub children: Vec<CallRecord>,
+    /// Evidence items with the host's verdict (filled by the result stage).
+    pub evidence: Vec<crate::evidence::CheckedEvidence>,
+    pub logs: Logs,
+    /// Requirement outcomes (the outcome stage); null until it runs.
+    pub outcome: serde_json::Value,
+    /// The presentation projection; null until it runs.
+    pub projection: serde_json::Value,
+    /// Where the host replaced a secret's value (or an encoding of it) that the tool tried to
+    /// pass out, with how many: e.g. `result.markdown: 1`. Empty (and absent) when nothing was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<String>,
+    /// Every approval the call asked for: the request (bound to tool, arguments, grant and
+    /// principal), who answered, when, and what. Empty (and absent) when none was needed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<ApprovalEntry>,
+    /// The host's signature over everything above (see `signing`).
+    pub signature: Option<RecordSignature>,
+    /// Where the record went in the journal (not part of the record itself, nor of its JSON).
+    #[serde(skip)]
+    pub journaled: Option<Result<JournalPlace, JournalFailure>>,
+}
+
+impl CallRecord {
+    /// The record of a proposal just received.
+    pub fn new(call_id: String, tool: String, provider: String, arguments_text: &str) -> Self {
+        CallRecord {
+            record_version: RECORD_VERSION,
+            call_id,
+            provider_call_id: None,
+            tool,
+            provider,
+            session_id: String::new(),
+            parent_call_id: None,
+            depth: 0,
+            principal: None,
+            received_at: jiff::Timestamp::now().to_string(),
+            status: Status::Refused,
+            stage: Stage::Proposal,
+            error: None,
+            stages: Vec::new(),
+            arguments_digest: crate::digest::sha256_hex(arguments_text.as_bytes()),
+            arguments: None,
+            component_digest: None,
+            limits: None,
+            granted: Vec::new(),
+            usage: Usage::default(),
+            result: None,
+            tool_error: None,
+            receipts: Vec::new(),
+            children: Vec::new(),
+            evidence: Vec::new(),
+            logs: Logs::default(),
+            outcome: serde_json::Value::Null,
+            projection: serde_json::Value::Null,
+            signature: None,
+            redacted: Vec::new(),
+            approvals: Vec::new(),
+            journaled: None,
+        }
+    }
+
+    pub fn passed(&mut self, stage: Stage, elapsed: std::time::Duration, note: String) {
+        self.stage = stage;
+        self.stages.push(StageReport {
+            stage,
+            decision: "passed".into(),
+            elapsed_ns: elapsed.as_nanos() as u64,
+            note,
+        });
+    }
+
+    /// End the record at `stage` with `error` (refused before dispatch, failed after).
+    pub fn stop(&mut self, error: CallError, elapsed: std::time::Duration) {
+        let stage = error.stage;
+        self.stage = stage;
+        self.status = if stage < Stage::Dispatch {
+            Status::Refused
+        } else {
+            Status::Failed
+        };
+        self.stages.push(StageReport {
+            stage,
+            decision: if self.status == Status::Refused {
+                "refused".into()
+            } else {
+                "failed".into()
+            },
+            elapsed_ns: elapsed.as_nanos() as u64,
+            note: String::new(),
+        });
+        self.error = Some(error);
+    }
+
+    /// This record's receipts and those of all its child runs, depth first.
+    pub fn all_receipts(&self) -> Vec<Receipt> {
+        let mut all = self.receipts.clone();
+        for c in &self.children {
+            all.extend(c.all_receipts());
+        }
+        all
+    }
+
+    /// The record as pretty JSON.
+    pub fn to_json_pretty(&self) -> String {
+        // A record holds only strings, numbers and JSON values: serialization cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
