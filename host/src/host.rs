@@ -666,7 +666,11 @@ impl Host {
         // journal, `vak call`, `vak audit` and MCP results and `_meta` are made from.
         crate::record::redact(&mut record, &scrub);
         if matches!(record.status, Status::ToolError | Status::Failed) {
-            record.outcome = serde_json::json!({ "label": "failed", "payload_passed": false, "requirements": [] });
+            record.outcome = Some(crate::outcome::Outcome {
+                label: crate::outcome::Label::Failed,
+                payload_passed: false,
+                requirements: Vec::new(),
+            });
         }
         // Signed and written to the journal before the call returns: an acknowledged call
         // always has its record.
@@ -1008,7 +1012,6 @@ impl Host {
             &proposal.requirements,
             jiff::Timestamp::now().as_second(),
         );
-        let label = serde_json::to_value(outcome.label).unwrap_or_default();
         let outcome_elapsed = t.elapsed();
 
         // presentation projection: a card only where it is earned; the document always kept
@@ -1018,10 +1021,10 @@ impl Host {
         record.passed(
             Stage::Outcome,
             outcome_elapsed,
-            format!("label: {}", label.as_str().unwrap_or("")),
+            format!("label: {}", outcome.label.as_str()),
         );
-        record.outcome = serde_json::to_value(&outcome).unwrap_or_default();
-        record.projection = serde_json::to_value(&projection).unwrap_or_default();
+        record.outcome = Some(outcome);
+        record.projection = Some(projection);
         record.passed(Stage::Projection, t.elapsed(), String::new());
         record.status = Status::Completed;
     }

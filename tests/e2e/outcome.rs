@@ -40,9 +40,13 @@ fn echo(schema: Option<&str>, payload: Value, markdown: &str, observed: &[&str])
 
 fn form(r: &CallRecord) -> (&str, &str) {
     (
-        r.projection["form"].as_str().unwrap_or(""),
-        r.outcome["label"].as_str().unwrap_or(""),
+        r.projection.as_ref().map_or("", |p| p.form.as_str()),
+        r.outcome.as_ref().map_or("", |o| o.label.as_str()),
     )
+}
+
+fn projection(r: &CallRecord) -> &vak_host::projection::Projection {
+    r.projection.as_ref().expect("a projection")
 }
 
 fn temporal(now: i64) -> Value {
@@ -122,10 +126,7 @@ async fn each_domain_earns_a_card_only_with_its_material_fields() {
         assert_eq!(r.status, Status::Completed);
         assert_eq!(form(&r).0, "document", "{schema}");
         assert_ne!(form(&r).1, "verified", "{schema}");
-        assert!(
-            !r.projection["diagnostics"].as_array().unwrap().is_empty(),
-            "{schema}"
-        );
+        assert!(!projection(&r).diagnostics.is_empty(), "{schema}");
 
         // Without host-backed evidence: still a card (its fields are there), never verified.
         let r = host
@@ -173,13 +174,15 @@ async fn no_domain_is_guessed_and_no_delta_is_invented() {
         .await;
     assert_eq!(form(&r).0, "document", "{}", r.to_json_pretty());
     assert!(
-        r.outcome["requirements"]
-            .as_array()
-            .unwrap()
+        r.outcome
+            .as_ref()
+            .expect("an outcome")
+            .requirements
             .iter()
-            .any(|o| o["requirement"] == "aligned_comparison" && o["decision"] == "unmet")
+            .any(|o| o.requirement == "aligned_comparison"
+                && o.decision == vak_host::outcome::Decision::Unmet)
     );
-    let projection = r.projection.to_string();
+    let projection = serde_json::to_string(&r.projection).unwrap();
     assert!(
         !projection.contains("delta"),
         "no delta in the projection: {projection}"
@@ -223,7 +226,7 @@ async fn the_renderer_decides_the_form_and_the_original_never_changes() {
             result.markdown, "**same** doc",
             "the document is kept unchanged"
         );
-        assert_eq!(r.projection["original_digest"], result.digest.as_str());
+        assert_eq!(projection(&r).original_digest, result.digest);
         kept.push((result.markdown.clone(), result.payload_json.clone()));
     }
     assert!(
@@ -250,7 +253,7 @@ async fn html_escapes_what_a_tool_returns() {
             .render_for(RendererCaps::html()),
         )
         .await;
-    let page = r.projection["rendered"].as_str().unwrap();
+    let page = &projection(&r).rendered;
     assert!(
         !page.contains("<script>") && !page.contains("<img"),
         "{page}"
@@ -278,12 +281,7 @@ async fn the_compare_tool_compares_only_aligned_figures() {
         "caller-given figures are never verified: {}",
         r.to_json_pretty()
     );
-    assert!(
-        r.projection["rendered"]
-            .as_str()
-            .unwrap()
-            .contains("/delta/value: -25")
-    );
+    assert!(projection(&r).rendered.contains("/delta/value: -25"));
 
     let unaligned = json!({
         "baseline": figure("last month", "2026-10-01", "2026-10-31", "ms", "mean", 120.0),
@@ -298,5 +296,9 @@ async fn the_compare_tool_compares_only_aligned_figures() {
         payload.get("delta").is_none(),
         "no delta from unaligned figures"
     );
-    assert!(!r.projection.to_string().contains("delta"));
+    assert!(
+        !serde_json::to_string(&r.projection)
+            .unwrap()
+            .contains("delta")
+    );
 }

@@ -90,6 +90,18 @@ pub enum Label {
     Failed,
 }
 
+impl Label {
+    /// The label as records and clients spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Label::Verified => "verified",
+            Label::PartiallySupported => "partially_supported",
+            Label::Unverified => "unverified",
+            Label::Failed => "failed",
+        }
+    }
+}
+
 /// The outcome stage's verdict, kept in the record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {

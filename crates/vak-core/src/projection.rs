@@ -76,6 +76,17 @@ pub enum Form {
     PlainText,
 }
 
+impl Form {
+    /// The form as records spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Form::Card => "card",
+            Form::Document => "document",
+            Form::PlainText => "plain_text",
+        }
+    }
+}
+
 /// The projection kept in the record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Projection {

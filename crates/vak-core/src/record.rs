@@ -287,10 +287,10 @@ pub struct CallRecord {
     /// Evidence items with the host's verdict (filled by the result stage).
     pub evidence: Vec<crate::evidence::CheckedEvidence>,
     pub logs: Logs,
-    /// Requirement outcomes (the outcome stage); null until it runs.
-    pub outcome: serde_json::Value,
+    /// The outcome stage's verdict (label, payload check, requirements); null until it runs.
+    pub outcome: Option<crate::outcome::Outcome>,
     /// The presentation projection; null until it runs.
-    pub projection: serde_json::Value,
+    pub projection: Option<crate::projection::Projection>,
     /// Where the host replaced a secret's value (or an encoding of it) that the tool tried to
     /// pass out, with how many: e.g. `result.markdown: 1`. Empty (and absent) when nothing was.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -336,8 +336,8 @@ impl CallRecord {
             children: Vec::new(),
             evidence: Vec::new(),
             logs: Logs::default(),
-            outcome: serde_json::Value::Null,
-            projection: serde_json::Value::Null,
+            outcome: None,
+            projection: None,
             signature: None,
             redacted: Vec::new(),
             approvals: Vec::new(),

@@ -1016,8 +1016,8 @@ async fn run(cli: Cli) -> ExitCode {
                 }
             } else if render == "html" {
                 for r in &records {
-                    match r.projection["rendered"].as_str() {
-                        Some(page) => say_raw!("{page}"),
+                    match &r.projection {
+                        Some(projection) => say_raw!("{}", projection.rendered),
                         None => say_raw!("{}", render::record_for_terminal(r)),
                     }
                 }

@@ -128,15 +128,16 @@ pub fn record_for_terminal(r: &CallRecord) -> String {
     match (&r.result, &r.error) {
         (Some(result), _) if r.status == Status::Completed => {
             // The projection for this renderer (a card where one was earned), else the document.
-            let shown = r.projection["rendered"]
-                .as_str()
-                .unwrap_or(&result.markdown);
+            let shown = r
+                .projection
+                .as_ref()
+                .map_or(result.markdown.as_str(), |p| p.rendered.as_str());
             out.push_str(&neutralise(shown));
             if !shown.ends_with('\n') {
                 out.push('\n');
             }
-            if let Some(diagnostics) = r.projection["diagnostics"].as_array() {
-                for d in diagnostics.iter().filter_map(|d| d.as_str()) {
+            if let Some(projection) = &r.projection {
+                for d in &projection.diagnostics {
                     let _ = writeln!(out, "  ({})", neutralise(d));
                 }
             }
@@ -161,7 +162,7 @@ pub fn record_for_terminal(r: &CallRecord) -> String {
         }
         _ => {}
     }
-    let label = r.outcome["label"].as_str().unwrap_or("-");
+    let label = r.outcome.as_ref().map_or("-", |o| o.label.as_str());
     let _ = writeln!(
         out,
         "── {} · {} · {label} · stage {} · fuel {} · {} · memory {} B · {} receipt{} · {}",

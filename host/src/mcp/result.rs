@@ -27,7 +27,7 @@ pub fn call_result(record: &CallRecord, declared_output: bool) -> Value {
                 .payload_json
                 .as_deref()
                 .and_then(|p| serde_json::from_str::<Value>(p).ok());
-            let passed = record.outcome["payload_passed"].as_bool() == Some(true);
+            let passed = record.outcome.as_ref().is_some_and(|o| o.payload_passed);
             let mut content = vec![text_item(result.markdown.clone())];
             // The payload's JSON text as the tool returned it, for clients that read only
             // `content` (it parsed, or it would not be sent).
@@ -182,15 +182,16 @@ fn meta(record: &CallRecord) -> Value {
     m.insert(key("stage"), json!(record.stage.as_str()));
     m.insert(
         key("label"),
-        record.outcome.get("label").cloned().unwrap_or(Value::Null),
+        json!(record.outcome.as_ref().map(|o| o.label)),
     );
     m.insert(
         key("requirements"),
-        record
-            .outcome
-            .get("requirements")
-            .cloned()
-            .unwrap_or_else(|| json!([])),
+        json!(
+            record
+                .outcome
+                .as_ref()
+                .map_or(&[][..], |o| &o.requirements[..])
+        ),
     );
     m.insert(key("receipts"), json!(record.all_receipts()));
     m.insert(key("evidence"), json!(record.evidence));
