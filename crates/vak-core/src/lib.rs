@@ -14,6 +14,7 @@ pub mod projection;
 pub mod proposal;
 pub mod record;
 pub mod registry;
+pub mod returned;
 pub mod schema;
 pub mod stage;
 pub mod types;

@@ -7,7 +7,7 @@
 
 use crate::evidence::{CheckedEvidence, Support};
 use crate::outcome::{Decision, Label, Outcome};
-use crate::record::ToolResultRecord;
+use crate::returned::ToolResultRecord;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 

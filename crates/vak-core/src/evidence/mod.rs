@@ -27,8 +27,8 @@
 mod bind;
 pub mod bodies;
 
-use crate::record::EvidenceRecord;
 use crate::registry::{Backing, ItemKind, PayloadSchema, Registry};
+use crate::returned::EvidenceRecord;
 use crate::stage::{Stage, StageError};
 use crate::types::{Capability, Receipt};
 pub use bind::RELATIVE_TOLERANCE;

@@ -140,17 +140,7 @@ impl StageError for ProposalError {
     }
 }
 
-/// The JSON type name of `v`, for messages.
-pub fn json_type_name(v: &serde_json::Value) -> &'static str {
-    match v {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
-    }
-}
+pub use crate::schema::json_type_name;
 
 /// Parse the argument text into a JSON object, within the size and depth bounds. The depth is
 /// checked on the text before parsing, so a hostile document never reaches the parser's stack.

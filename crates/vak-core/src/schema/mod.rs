@@ -654,3 +654,15 @@ pub struct CompiledSchema {
     /// Pointers of keywords present in the schema that this boundary does not enforce.
     pub not_enforced: Vec<String>,
 }
+
+/// The JSON type name of `v`, for messages.
+pub fn json_type_name(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}

@@ -282,7 +282,7 @@ impl Validation<'_> {
         }
         if !node.types.matches(value) {
             self.fail(path, node, "type", || {
-                let found = crate::proposal::json_type_name(value);
+                let found = json_type_name(value);
                 let mut message = String::with_capacity(17 + node.types_text.len() + found.len());
                 message.push_str("expected ");
                 message.push_str(&node.types_text);
