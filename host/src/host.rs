@@ -664,7 +664,7 @@ impl Host {
         // in the arguments a model pasted it into, an approval's question, the error, the
         // receipts (the digests stay those of the data as it was). The record is what the
         // journal, `vak call`, `vak audit` and MCP results and `_meta` are made from.
-        crate::record::redact(&mut record, &scrub);
+        crate::redaction::redact(&mut record, &scrub);
         if matches!(record.status, Status::ToolError | Status::Failed) {
             record.outcome = Some(crate::outcome::Outcome {
                 label: crate::outcome::Label::Failed,
@@ -953,7 +953,7 @@ impl Host {
                 let (kept, error) = result::tool_error(e);
                 record.tool_error = Some(kept);
                 // Redacted before it is cut to its cap: a value cut in two would not be found.
-                crate::record::redact(record, scrub);
+                crate::redaction::redact(record, scrub);
                 if let Some(kept) = &mut record.tool_error {
                     crate::result::cut_to_cap(kept);
                 }
@@ -988,7 +988,7 @@ impl Host {
                 }
                 record.result = Some(r);
                 // The outcome and the projection are made from the redacted result.
-                crate::record::redact(record, scrub);
+                crate::redaction::redact(record, scrub);
                 record.passed(Stage::Result, t.elapsed(), String::new());
             }
             Err(e) => return record.stop(CallError::from(&e), t.elapsed()),

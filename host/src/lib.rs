@@ -30,7 +30,13 @@ pub use vak_core::outcome;
 pub mod policy;
 pub use vak_core::projection;
 pub use vak_core::proposal;
-pub mod record;
+/// The call record (data, in `vak_core::record`) and the bound on its size under the host's
+/// caps.
+pub mod record {
+    pub use crate::result::{JSON_ESCAPE_FACTOR, RECORD_FRAME_BYTES, max_record_bytes};
+    pub use vak_core::record::*;
+}
+mod redaction;
 pub use vak_core::registry;
 pub mod result;
 pub mod revocation;

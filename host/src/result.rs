@@ -292,6 +292,41 @@ pub(crate) fn cut_to_cap(error: &mut ToolErrorRecord) {
     }
 }
 
+/// The most bytes JSON spends on one byte of a tool's text: a control character is written
+/// `\u00XX`. (A byte of stdout that is not UTF-8 becomes U+FFFD, three bytes.)
+pub const JSON_ESCAPE_FACTOR: u64 = 6;
+
+/// Bytes of a record besides what the tool, the model and the capabilities put in it: ids,
+/// digests, stage reports, limits, usage, outcome and projection structure, signature.
+pub const RECORD_FRAME_BYTES: u64 = 64 << 10;
+
+/// The largest record (serialized as JSON) of a call that ran under `limits`, without its
+/// receipts, approvals and child runs: each part the tool controls has its own cap, and each
+/// byte of it costs at most [`JSON_ESCAPE_FACTOR`] bytes of JSON:
+///
+/// - the arguments as proposed: `proposal::MAX_ARGUMENT_BYTES` (JSON already);
+/// - the result, at most `limits.result_bytes`, counted four times: as returned, its evidence
+///   items again with the host's verdicts and diagnostics (which quote the items' references),
+///   and the projection that renders its document;
+/// - the tool's error: `result::MAX_TOOL_ERROR_CODE_BYTES` and
+///   `result::MAX_TOOL_ERROR_MESSAGE_BYTES` (a longer message is cut, its size and digest kept);
+/// - log lines: `capabilities::log::MAX_LINES` of `MAX_LINE_BYTES`;
+/// - stdout and stderr: `dispatch::state::MAX_CAPTURE_BYTES` each.
+///
+/// Receipts (at most `capabilities::MAX_RECEIPTS_PER_CALL`, each bounded by its capability's
+/// own limits) and child runs (each a record within this bound) come on top.
+pub fn max_record_bytes(limits: &vak_core::record::Limits) -> u64 {
+    let text = |n: u64| n.saturating_mul(JSON_ESCAPE_FACTOR);
+    let log_lines = crate::capabilities::log::MAX_LINES as u64;
+    let line = crate::capabilities::log::MAX_LINE_BYTES as u64;
+    RECORD_FRAME_BYTES
+        + crate::proposal::MAX_ARGUMENT_BYTES as u64
+        + text(limits.result_bytes).saturating_mul(4)
+        + text((MAX_TOOL_ERROR_CODE_BYTES + MAX_TOOL_ERROR_MESSAGE_BYTES) as u64)
+        + log_lines * (text(line) + 64)
+        + 2 * text(crate::dispatch::state::MAX_CAPTURE_BYTES as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
