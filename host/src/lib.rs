@@ -15,6 +15,7 @@
 pub mod admission;
 pub mod approval;
 pub mod bench;
+pub mod bindings;
 pub mod budget;
 pub mod bundled;
 pub mod capabilities;
