@@ -3,9 +3,9 @@
 //! three sets: the interfaces imported ⊆ the capabilities claimed ⊆ what the policy grants.
 //! Everything built here (compiled component, linker, `InstancePre`, grant) is reused by every call.
 
+use crate::bindings::SandboxedToolPre;
+use crate::bindings::vak::tool::types as wit;
 use crate::capabilities::{Broker, Capability};
-use crate::dispatch::bindings::SandboxedToolPre;
-use crate::dispatch::bindings::vak::tool::types as wit;
 use crate::dispatch::linker::{ALLOWED_WASI, ALLOWED_WASI_SEED, GrantSet};
 use crate::dispatch::run::Entry;
 use crate::dispatch::{GuestReturn, Runtime};

@@ -19,6 +19,7 @@ pub mod bindings;
 pub mod budget;
 pub mod bundled;
 pub mod capabilities;
+mod child_runner;
 pub use vak_core::digest;
 pub mod dispatch;
 pub mod evidence;
