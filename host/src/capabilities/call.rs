@@ -47,11 +47,11 @@ impl Broker {
     /// A broker for one call under `grant`.
     pub(crate) fn new(call_id: String, grant: Option<Arc<ToolGrant>>) -> Self {
         Broker {
+            receipts: ReceiptSink::new(&call_id),
             call_id,
             grant,
             principal: None,
             revocations: None,
-            receipts: ReceiptSink::default(),
             bodies: Default::default(),
             log: Default::default(),
             child: None,

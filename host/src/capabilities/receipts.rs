@@ -14,46 +14,42 @@ pub const MAX_RECEIPTS_PER_CALL: usize = 4096;
 /// whatever happened to the instance.
 #[derive(Debug, Clone, Default)]
 pub struct ReceiptSink {
+    call_id: Arc<str>,
     inner: Arc<Mutex<Vec<Receipt>>>,
 }
 
 impl ReceiptSink {
-    /// Record an effect and return its receipt id; `None` once the call holds
-    /// [`MAX_RECEIPTS_PER_CALL`] receipts (the effect must then not be carried out).
-    pub fn issue(
-        &self,
-        call_id: &str,
-        capability: Capability,
-        operation: &str,
-        request: Value,
-        outcome: Value,
-        ok: bool,
-    ) -> Option<String> {
-        let digest = crate::digest::sha256_hex(outcome.to_string().as_bytes());
-        self.issue_with_digest(call_id, capability, operation, request, outcome, ok, digest)
+    /// The sink of call `call_id`'s receipts.
+    pub fn new(call_id: &str) -> ReceiptSink {
+        ReceiptSink {
+            call_id: call_id.into(),
+            inner: Arc::default(),
+        }
     }
 
-    /// Like [`ReceiptSink::issue`], with the digest of the observed content given (a file's or a
-    /// body's SHA-256) instead of the digest of `outcome`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn issue_with_digest(
+    /// Record an effect carried out (`ok`) or not, and return its receipt id. Its digest is
+    /// that of the observed content when given (a file's or a body's SHA-256), else that of
+    /// `outcome`. The id is empty once the call holds [`MAX_RECEIPTS_PER_CALL`] receipts, which
+    /// every request checks (with [`Broker::out_of_receipts`]) before acting.
+    pub fn issue(
         &self,
-        call_id: &str,
         capability: Capability,
         operation: &str,
         request: Value,
         outcome: Value,
         ok: bool,
-        digest: String,
-    ) -> Option<String> {
+        digest: Option<String>,
+    ) -> String {
+        let digest =
+            digest.unwrap_or_else(|| crate::digest::sha256_hex(outcome.to_string().as_bytes()));
         let mut receipts = self.lock();
         if receipts.len() >= MAX_RECEIPTS_PER_CALL {
-            return None;
+            return String::new();
         }
-        let id = format!("{call_id}/{}", receipts.len() + 1);
+        let id = format!("{}/{}", self.call_id, receipts.len() + 1);
         receipts.push(Receipt {
             id: id.clone(),
-            call_id: call_id.to_string(),
+            call_id: self.call_id.to_string(),
             capability,
             operation: operation.to_string(),
             request,
@@ -62,7 +58,7 @@ impl ReceiptSink {
             digest,
             at: jiff::Timestamp::now().to_string(),
         });
-        Some(id)
+        id
     }
 
     /// Whether the call has used up its receipts: a capability must refuse before acting.
@@ -119,42 +115,6 @@ impl CapabilityError {
 }
 
 impl Broker {
-    /// The receipt of an effect carried out; its digest is that of `outcome`. The id is empty
-    /// only if the call ran out of receipts, which every request checks before acting.
-    pub(crate) fn receipt(
-        &self,
-        capability: Capability,
-        operation: &str,
-        request: Value,
-        outcome: Value,
-    ) -> String {
-        self.receipts
-            .issue(&self.call_id, capability, operation, request, outcome, true)
-            .unwrap_or_default()
-    }
-
-    /// The receipt of an effect carried out on content whose SHA-256 is `digest`.
-    pub(crate) fn receipt_of(
-        &self,
-        capability: Capability,
-        operation: &str,
-        request: Value,
-        outcome: Value,
-        digest: String,
-    ) -> String {
-        self.receipts
-            .issue_with_digest(
-                &self.call_id,
-                capability,
-                operation,
-                request,
-                outcome,
-                true,
-                digest,
-            )
-            .unwrap_or_default()
-    }
-
     /// Record a request that was not carried out, with `outcome` saying why, and return `error`.
     pub(crate) fn refused_with(
         &self,
@@ -164,14 +124,8 @@ impl Broker {
         outcome: Value,
         error: CapabilityError,
     ) -> CapabilityError {
-        self.receipts.issue(
-            &self.call_id,
-            capability,
-            operation,
-            request,
-            outcome,
-            false,
-        );
+        self.receipts
+            .issue(capability, operation, request, outcome, false, None);
         error
     }
 

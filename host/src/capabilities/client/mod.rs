@@ -96,7 +96,14 @@ impl Broker {
         outcome: &Result<Value, CapabilityError>,
     ) -> String {
         match outcome {
-            Ok(v) => self.receipt(Capability::Client, operation, request, v.clone()),
+            Ok(v) => self.receipts.issue(
+                Capability::Client,
+                operation,
+                request,
+                v.clone(),
+                true,
+                None,
+            ),
             Err(e) => {
                 // How the client broker has always written its refusals: the error as debugged.
                 let why = json!({ "refused": format!("{e:?}") });

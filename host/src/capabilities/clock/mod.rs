@@ -86,7 +86,9 @@ impl Host for Broker {
                     "offset_seconds": reading.offset_seconds,
                     "zone": reading.zone,
                 });
-                reading.receipt = self.receipt(Capability::Clock, "now", request, outcome);
+                reading.receipt =
+                    self.receipts
+                        .issue(Capability::Clock, "now", request, outcome, true, None);
                 Ok(reading)
             }
             Err(e) => Err(self.refused(Capability::Clock, "now", request, e)),

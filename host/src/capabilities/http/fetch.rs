@@ -147,7 +147,14 @@ impl Broker {
                         None => location,
                     };
                     let outcome = json!({ "status": status, "redirect_to": location.as_str() });
-                    self.receipt(Capability::Http, "fetch", receipt_request, outcome);
+                    self.receipts.issue(
+                        Capability::Http,
+                        "fetch",
+                        receipt_request,
+                        outcome,
+                        true,
+                        None,
+                    );
                     let first = origin_of_first.get_or_insert_with(|| url.origin());
                     if location.origin() != *first {
                         headers.retain(|h| {
@@ -174,12 +181,13 @@ impl Broker {
                         "sha256": response.sha256,
                     });
                     let digest = response.sha256.clone();
-                    response.receipt = self.receipt_of(
+                    response.receipt = self.receipts.issue(
                         Capability::Http,
                         "fetch",
                         receipt_request,
                         outcome,
-                        digest,
+                        true,
+                        Some(digest),
                     );
                     self.bodies.retain(&response.receipt, &response.body);
                     return Ok(response);

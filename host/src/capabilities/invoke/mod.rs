@@ -106,18 +106,15 @@ impl Broker {
         });
         let digest = result_digest
             .unwrap_or_else(|| crate::digest::sha256_hex(outcome.to_string().as_bytes()));
-        let receipt = self
-            .receipts
-            .issue_with_digest(
-                &self.call_id,
-                Capability::Invoke,
-                "call",
-                request,
-                outcome,
-                child.completed,
-                digest,
-            )
-            .unwrap_or_default();
+        let ok = child.completed;
+        let receipt = self.receipts.issue(
+            Capability::Invoke,
+            "call",
+            request,
+            outcome,
+            ok,
+            Some(digest),
+        );
         ChildRun {
             call_id: child.call_id,
             status: child.status,

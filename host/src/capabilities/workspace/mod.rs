@@ -99,6 +99,21 @@ impl Broker {
         Ok((granted, dir))
     }
 
+    /// What every operation checks first: a receipt is left for it, and the root's approval
+    /// when the policy marks it `ask` (a refusal is on record).
+    async fn ready(
+        &self,
+        operation: &str,
+        root: &str,
+        request: &serde_json::Value,
+    ) -> Result<(), CapabilityError> {
+        if let Some(e) = self.out_of_receipts() {
+            return Err(e);
+        }
+        let approved = self.root_approved(root).await;
+        approved.map_err(|e| self.refuse(operation, request.clone(), e))
+    }
+
     /// Wait for the approval of `root` when the policy marks it `ask` (once per call).
     async fn root_approved(&self, root: &str) -> Result<(), CapabilityError> {
         let asks = self
@@ -126,12 +141,7 @@ impl Broker {
 impl Host for Broker {
     async fn read(&mut self, root: String, path: String) -> Result<FileRead, CapabilityError> {
         let request = json!({ "root": root, "path": path });
-        if let Some(e) = self.out_of_receipts() {
-            return Err(e);
-        }
-        if let Err(e) = self.root_approved(&root).await {
-            return Err(self.refuse("read", request, e));
-        }
+        self.ready("read", &root, &request).await?;
         let read = (|| {
             let (_, dir) = self.open_root(&root, &path, false, false)?;
             let meta = dir.metadata(&path).map_err(|e| io_error(&path, &e))?;
@@ -150,12 +160,13 @@ impl Host for Broker {
             Ok(content) => {
                 let sha256 = crate::digest::sha256_hex(&content);
                 let outcome = json!({ "size": content.len(), "sha256": sha256 });
-                let receipt = self.receipt_of(
+                let receipt = self.receipts.issue(
                     Capability::Workspace,
                     "read",
                     request,
                     outcome,
-                    sha256.clone(),
+                    true,
+                    Some(sha256.clone()),
                 );
                 self.bodies.retain(&receipt, &content);
                 Ok(FileRead {
@@ -177,12 +188,7 @@ impl Host for Broker {
         let sha256 = crate::digest::sha256_hex(&content);
         let request =
             json!({ "root": root, "path": path, "size": content.len(), "sha256": sha256 });
-        if let Some(e) = self.out_of_receipts() {
-            return Err(e);
-        }
-        if let Err(e) = self.root_approved(&root).await {
-            return Err(self.refuse("write", request, e));
-        }
+        self.ready("write", &root, &request).await?;
         let written = (|| {
             let (_, dir) = self.open_root(&root, &path, false, true)?;
             if content.len() as u64 > MAX_FILE_BYTES {
@@ -202,12 +208,13 @@ impl Host for Broker {
         match written {
             Ok(previous_sha256) => {
                 let outcome = json!({ "size": content.len(), "sha256": sha256, "previous_sha256": previous_sha256 });
-                let receipt = self.receipt_of(
+                let receipt = self.receipts.issue(
                     Capability::Workspace,
                     "write",
                     request,
                     outcome,
-                    sha256.clone(),
+                    true,
+                    Some(sha256.clone()),
                 );
                 Ok(FileWritten {
                     size: content.len() as u64,
@@ -222,12 +229,7 @@ impl Host for Broker {
 
     async fn list(&mut self, root: String, path: String) -> Result<Listing, CapabilityError> {
         let request = json!({ "root": root, "path": path });
-        if let Some(e) = self.out_of_receipts() {
-            return Err(e);
-        }
-        if let Err(e) = self.root_approved(&root).await {
-            return Err(self.refuse("list", request, e));
-        }
+        self.ready("list", &root, &request).await?;
         let listed = (|| {
             let (_, dir) = self.open_root(&root, &path, true, false)?;
             let target = if path.is_empty() { "." } else { path.as_str() };
@@ -251,7 +253,14 @@ impl Host for Broker {
             Ok(entries) => {
                 let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
                 let outcome = json!({ "entries": names.len(), "names": names });
-                let receipt = self.receipt(Capability::Workspace, "list", request, outcome);
+                let receipt = self.receipts.issue(
+                    Capability::Workspace,
+                    "list",
+                    request,
+                    outcome,
+                    true,
+                    None,
+                );
                 Ok(Listing { entries, receipt })
             }
             Err(e) => Err(self.refuse("list", request, e)),
