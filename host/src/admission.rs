@@ -3,9 +3,9 @@
 //! three sets: the interfaces imported ⊆ the capabilities claimed ⊆ what the policy grants.
 //! Everything built here (compiled component, linker, `InstancePre`, grant) is reused by every call.
 
+use crate::bindings::SandboxedToolPre;
+use crate::bindings::vak::tool::types as wit;
 use crate::capabilities::{Broker, Capability};
-use crate::dispatch::bindings::SandboxedToolPre;
-use crate::dispatch::bindings::vak::tool::types as wit;
 use crate::dispatch::linker::{ALLOWED_WASI, ALLOWED_WASI_SEED, GrantSet};
 use crate::dispatch::run::Entry;
 use crate::dispatch::{GuestReturn, Runtime};
@@ -539,9 +539,12 @@ impl Runtime {
                     tool: descriptor.name.clone(),
                     policy: policy.origin.clone(),
                 })?;
+        // Each claim is admitted by its capability's broker.
+        let brokers = crate::capabilities::brokers::<crate::dispatch::state::CallState>();
         let missing: Vec<String> = listed(descriptor.claims.capabilities.iter().filter_map(|c| {
             let cap = Capability::from_name(&c.name)?;
-            grant.covers(cap, &c.scopes).err()
+            let broker = brokers.iter().find(|b| b.capability() == cap)?;
+            broker.admit(&grant, &c.scopes).err()
         }));
         if !missing.is_empty() {
             return Err(AdmissionError::NotGranted {

@@ -14,13 +14,13 @@
 //! the call's client, asked with an MCP elicitation form; else no one, and the call is refused
 //! with `approval_required`.
 
-use crate::capabilities::client::{ClientChannel, ClientError, ElicitAction, ElicitRequest};
 use crate::stage::Stage;
 use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use vak_core::ports::client::{ClientChannel, ClientError, ElicitAction, ElicitRequest};
 
 /// What an approval covers.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]

@@ -4,7 +4,7 @@
 use crate::admission::{AdmittedTool, Examination, Verdict};
 use crate::budget::{self, Ledger};
 use crate::capabilities::Broker;
-use crate::capabilities::invoke::{ChildCap, ChildLink};
+use crate::child_runner::{ChildCap, ChildLink};
 use crate::dispatch::run::Entry;
 use crate::dispatch::{EngineSettings, GuestReturn, Runtime};
 use crate::policy::{Policy, PolicyError};

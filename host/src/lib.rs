@@ -15,9 +15,11 @@
 pub mod admission;
 pub mod approval;
 pub mod bench;
+pub mod bindings;
 pub mod budget;
 pub mod bundled;
 pub mod capabilities;
+mod child_runner;
 pub use vak_core::digest;
 pub mod dispatch;
 pub use vak_core::evidence;

@@ -2,13 +2,27 @@
 //!
 //! Deny by default: a tool the policy does not name is not admitted, a capability it does not
 //! grant is not linked, a scope it does not list is refused at the broker. A policy is TOML with
-//! unknown fields rejected (the error names the line), compiled once into [`Policy`].
+//! unknown fields rejected (the error names the line), compiled once into [`Policy`]. This module
+//! keeps the document (tools, caps, principals, approvals); each capability's section is handed
+//! by name to that capability's grant compiler (`capabilities::<name>::grant`), whose types are
+//! re-exported here.
 
 use crate::capabilities::Capability;
+use crate::capabilities::{
+    client::grant as client, clock::grant as clock, http::grant as http, invoke::grant as invoke,
+    workspace::grant as workspace,
+};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+
+pub use crate::capabilities::client::grant::CLIENT_REQUESTS;
+pub use crate::capabilities::clock::grant::ZoneScope;
+pub use crate::capabilities::http::grant::{
+    Credential, HTTP_METHODS, HTTP_READ_METHODS, HttpScope, Injection, Origin, SecretRef,
+};
+pub use crate::capabilities::workspace::grant::{Root, RootMode};
 
 /// The policy the `vak` binary uses by default: the bundled tools get what they claim.
 pub const DEFAULT_POLICY: &str = include_str!("../policy/default.toml");
@@ -109,226 +123,13 @@ struct ToolGrantFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CapabilitiesFile {
-    clock: Option<ClockGrantFile>,
-    http: Option<HttpGrantFile>,
-    workspace: Option<WorkspaceGrantFile>,
-    invoke: Option<InvokeGrantFile>,
-    log: Option<LogGrantFile>,
-    client: Option<ClientGrantFile>,
+    clock: Option<clock::ClockGrantFile>,
+    http: Option<http::HttpGrantFile>,
+    workspace: Option<workspace::WorkspaceGrantFile>,
+    invoke: Option<invoke::InvokeGrantFile>,
+    log: Option<crate::capabilities::log::LogGrantFile>,
+    client: Option<client::ClientGrantFile>,
 }
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClientGrantFile {
-    /// `sampling`, `elicitation`.
-    requests: Vec<String>,
-}
-
-/// What a `client` grant may ask of the caller's client.
-pub const CLIENT_REQUESTS: [&str; 2] = ["sampling", "elicitation"];
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct InvokeGrantFile {
-    tools: Vec<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HttpGrantFile {
-    origins: Vec<String>,
-    #[serde(default)]
-    allow_addresses: Vec<std::net::IpAddr>,
-    max_body_bytes: Option<u64>,
-    timeout_ms: Option<u64>,
-    /// Credential aliases the tool may name, each bound to a host-held secret and an audience.
-    #[serde(default)]
-    credentials: BTreeMap<String, CredentialFile>,
-    /// Origins (of `origins`) whose first request in a call waits for a person's approval.
-    #[serde(default)]
-    ask: Vec<String>,
-    /// The methods the tool may use (default: all six the broker knows). A grant of reads only
-    /// (`GET`, `HEAD`) makes the tool read-only as far as `http` goes.
-    methods: Option<Vec<String>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CredentialFile {
-    /// The name in the secrets file (`vak secret set NAME`).
-    secret: Option<String>,
-    /// Or the environment variable holding the value.
-    env: Option<String>,
-    /// The exact origins the value may be sent to.
-    audience: Vec<String>,
-    /// Inject as this header (default `Authorization`) ...
-    header: Option<String>,
-    /// ... with this value, `{secret}` standing for the secret (default `Bearer {secret}` for
-    /// `Authorization`, else `{secret}`);
-    format: Option<String>,
-    /// ... or as this query parameter instead.
-    query: Option<String>,
-}
-
-/// One allowed origin (and optional path prefix) for `http`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Origin {
-    /// As the policy wrote it (what claims name).
-    pub text: String,
-    pub scheme: String,
-    pub host: String,
-    pub port: u16,
-    /// Requests must have a path starting with this (`/` for any).
-    pub path_prefix: String,
-}
-
-impl Origin {
-    /// Whether `other` names the same origin and path prefix.
-    fn same_place(&self, other: &Origin) -> bool {
-        self.scheme == other.scheme
-            && self.host == other.host
-            && self.port == other.port
-            && self.path_prefix == other.path_prefix
-    }
-
-    /// Whether `url` is inside this origin (and path prefix).
-    pub fn allows(&self, url: &url::Url) -> bool {
-        url.scheme() == self.scheme
-            && url.host_str() == Some(self.host.as_str())
-            && url.port_or_known_default() == Some(self.port)
-            && url.path().starts_with(&self.path_prefix)
-    }
-}
-
-/// Where a credential's value comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SecretRef {
-    /// A name in the secrets file.
-    Stored(String),
-    /// An environment variable of the host process.
-    Env(String),
-}
-
-/// How a credential's value is put into a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Injection {
-    /// A header `name: prefix + value + suffix`.
-    Header {
-        name: String,
-        prefix: String,
-        suffix: String,
-    },
-    /// A query parameter `name=value`.
-    Query { name: String },
-}
-
-/// A credential alias of an `http` grant: the secret it stands for, the origins it may be sent
-/// to, and how it is injected. The guest only ever names the alias.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Credential {
-    pub alias: String,
-    pub secret: SecretRef,
-    pub audience: Vec<Origin>,
-    pub injection: Injection,
-}
-
-impl Credential {
-    /// Whether the value may be sent to `url`.
-    pub fn audience_allows(&self, url: &url::Url) -> bool {
-        self.audience.iter().any(|o| o.allows(url))
-    }
-}
-
-impl HttpScope {
-    /// The origin (as the policy wrote it) a request to `url` needs an approval for, if any.
-    pub fn asks_for(&self, url: &url::Url) -> Option<&str> {
-        self.origins
-            .iter()
-            .filter(|o| o.allows(url))
-            .find(|o| self.ask.contains(&o.text))
-            .map(|o| o.text.as_str())
-    }
-}
-
-/// What an `http` grant allows.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpScope {
-    pub origins: Vec<Origin>,
-    /// Credential aliases, by alias.
-    pub credentials: BTreeMap<String, Credential>,
-    /// Origins (as written in `origins`) whose first request in a call needs an approval.
-    pub ask: Vec<String>,
-    /// Internal addresses the policy names explicitly (e.g. a test server on 127.0.0.1).
-    pub allow_addresses: Vec<std::net::IpAddr>,
-    pub max_body_bytes: u64,
-    pub timeout_ms: u64,
-    /// The methods granted (upper case, of [`HTTP_METHODS`]).
-    pub methods: Vec<String>,
-}
-
-/// Every method the `http` broker knows.
-pub const HTTP_METHODS: [&str; 6] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"];
-
-/// The methods that only read.
-pub const HTTP_READ_METHODS: [&str; 2] = ["GET", "HEAD"];
-
-impl HttpScope {
-    /// Whether the grant allows only requests that read (`GET`, `HEAD`).
-    pub fn reads_only(&self) -> bool {
-        self.methods
-            .iter()
-            .all(|m| HTTP_READ_METHODS.contains(&m.as_str()))
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WorkspaceGrantFile {
-    roots: Vec<RootFile>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RootFile {
-    name: String,
-    path: std::path::PathBuf,
-    #[serde(default)]
-    mode: RootMode,
-    /// The root's first use in a call waits for a person's approval.
-    #[serde(default)]
-    ask: bool,
-}
-
-/// What a tool may do in a workspace root.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RootMode {
-    #[default]
-    ReadOnly,
-    ReadWrite,
-}
-
-/// One granted workspace root.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Root {
-    /// The name tools use for it.
-    pub name: String,
-    /// Where it is on the host (absolute, as the policy gave it).
-    pub path: std::path::PathBuf,
-    pub mode: RootMode,
-    /// The root's first use in a call needs an approval.
-    pub ask: bool,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClockGrantFile {
-    zones: Vec<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LogGrantFile {}
 
 /// The scope of one granted capability.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -345,13 +146,6 @@ pub enum Scope {
     Requests(Vec<String>),
     /// A capability without scopes (`log`).
     Unscoped,
-}
-
-/// Zones a `clock` grant covers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ZoneScope {
-    Any,
-    Only(Vec<String>),
 }
 
 /// What the policy grants one tool, compiled.
@@ -418,11 +212,7 @@ impl ToolGrant {
 
     /// Whether the grant covers reading the clock in `zone`.
     pub fn clock_zone_allowed(&self, zone: &str) -> bool {
-        match self.capabilities.get(&Capability::Clock) {
-            Some(Scope::Zones(ZoneScope::Any)) => true,
-            Some(Scope::Zones(ZoneScope::Only(zones))) => zones.iter().any(|z| z == zone),
-            _ => false,
-        }
+        matches!(self.capabilities.get(&Capability::Clock), Some(Scope::Zones(z)) if z.allows(zone))
     }
 
     /// Whether the grant covers a claim of `capability` with `scopes`; `Err` says what is missing.
@@ -432,36 +222,11 @@ impl ToolGrant {
         };
         match scope {
             Scope::Unscoped => Ok(()),
-            Scope::Http(h) => outside(scopes, "http", "origins", |s| {
-                h.origins.iter().any(|o| o.text == s)
-            }),
-            Scope::Tools(tools) => {
-                outside(scopes, "invoke", "tools", |s| tools.iter().any(|t| t == s))
-            }
-            Scope::Requests(requests) => outside(scopes, "client", "requests", |s| {
-                requests.iter().any(|r| r == s)
-            }),
-            Scope::Roots(roots) => outside(scopes, "workspace", "roots", |s| {
-                roots.iter().any(|r| r.name == s)
-            }),
-            Scope::Zones(ZoneScope::Any) => Ok(()),
-            Scope::Zones(ZoneScope::Only(zones)) => {
-                let outside: Vec<&str> = scopes
-                    .iter()
-                    .filter(|s| !zones.contains(s))
-                    .map(String::as_str)
-                    .collect();
-                if outside.is_empty() {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "`{}` is claimed for {:?} but granted only for {:?}",
-                        capability.name(),
-                        outside,
-                        zones
-                    ))
-                }
-            }
+            Scope::Http(h) => http::covers(h, scopes),
+            Scope::Tools(tools) => invoke::covers(tools, scopes),
+            Scope::Requests(requests) => client::covers(requests, scopes),
+            Scope::Roots(roots) => workspace::covers(roots, scopes),
+            Scope::Zones(zones) => zones.covers(scopes),
         }
     }
 }
@@ -535,56 +300,37 @@ impl Policy {
         defaults: &Caps,
     ) -> Result<ToolGrant, PolicyError> {
         {
+            // Each capability's section, handed to that capability's grant compiler.
+            let fail = |message: String| PolicyError::Scope {
+                origin: origin.into(),
+                tool: name.clone(),
+                line: 0,
+                message,
+            };
+            let sections = grant.capabilities;
             let mut capabilities = BTreeMap::new();
-            if let Some(clock) = grant.capabilities.clock {
-                capabilities.insert(
-                    Capability::Clock,
-                    Scope::Zones(compile_zones(origin, &name, clock.zones)?),
-                );
+            if let Some(s) = sections.clock {
+                let scope = Scope::Zones(clock::compile(s).map_err(fail)?);
+                capabilities.insert(Capability::Clock, scope);
             }
-            if let Some(h) = grant.capabilities.http {
-                capabilities.insert(
-                    Capability::Http,
-                    Scope::Http(compile_http(origin, &name, h)?),
-                );
+            if let Some(s) = sections.http {
+                let scope = Scope::Http(http::compile(s).map_err(fail)?);
+                capabilities.insert(Capability::Http, scope);
             }
-            if let Some(ws) = grant.capabilities.workspace {
-                capabilities.insert(
-                    Capability::Workspace,
-                    Scope::Roots(compile_roots(origin, &name, ws.roots)?),
-                );
+            if let Some(s) = sections.workspace {
+                let scope = Scope::Roots(workspace::compile(s).map_err(fail)?);
+                capabilities.insert(Capability::Workspace, scope);
             }
-            if let Some(inv) = grant.capabilities.invoke {
-                if inv.tools.iter().any(|t| t == &name) {
-                    return Err(PolicyError::Scope {
-                        origin: origin.into(),
-                        tool: name.clone(),
-                        line: 0,
-                        message: "`invoke.tools` names the tool itself; a tool may not call itself"
-                            .into(),
-                    });
-                }
-                capabilities.insert(Capability::Invoke, Scope::Tools(inv.tools));
+            if let Some(s) = sections.invoke {
+                let scope = Scope::Tools(invoke::compile(&name, s).map_err(fail)?);
+                capabilities.insert(Capability::Invoke, scope);
             }
-            if grant.capabilities.log.is_some() {
+            if sections.log.is_some() {
                 capabilities.insert(Capability::Log, Scope::Unscoped);
             }
-            if let Some(client) = grant.capabilities.client {
-                if let Some(bad) = client
-                    .requests
-                    .iter()
-                    .find(|r| !CLIENT_REQUESTS.contains(&r.as_str()))
-                {
-                    return Err(PolicyError::Scope {
-                        origin: origin.into(),
-                        tool: name.clone(),
-                        line: 0,
-                        message: format!(
-                            "`client.requests` names {bad:?}; the requests are {CLIENT_REQUESTS:?}"
-                        ),
-                    });
-                }
-                capabilities.insert(Capability::Client, Scope::Requests(client.requests));
+            if let Some(s) = sections.client {
+                let scope = Scope::Requests(client::compile(s).map_err(fail)?);
+                capabilities.insert(Capability::Client, scope);
             }
             Ok(ToolGrant {
                 tool: name,
@@ -603,353 +349,8 @@ impl Policy {
     }
 }
 
-/// `Err` naming the claimed scopes that `granted` does not cover.
-fn outside(
-    claimed: &[String],
-    capability: &str,
-    what: &str,
-    granted: impl Fn(&str) -> bool,
-) -> Result<(), String> {
-    let missing: Vec<&str> = claimed
-        .iter()
-        .map(String::as_str)
-        .filter(|s| !granted(s))
-        .collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{capability}` is claimed for {what} {missing:?}, which the policy does not grant"
-        ))
-    }
-}
-
-fn compile_http(origin: &str, tool: &str, h: HttpGrantFile) -> Result<HttpScope, PolicyError> {
-    let fail = |message: String| PolicyError::Scope {
-        origin: origin.into(),
-        tool: tool.into(),
-        line: 0,
-        message,
-    };
-    if h.origins.is_empty() {
-        return Err(fail(
-            "`http.origins` is empty; list the origins the tool may fetch from".into(),
-        ));
-    }
-    let mut origins: Vec<Origin> = Vec::new();
-    for text in h.origins {
-        let parsed = parse_origin(&text, "http.origins").map_err(fail)?;
-        if let Some(o) = origins.iter().find(|o| o.same_place(&parsed)) {
-            return Err(fail(format!(
-                "`http.origins` lists {text:?} and {:?}, the same origin twice",
-                o.text
-            )));
-        }
-        origins.push(parsed);
-    }
-    let mut credentials = BTreeMap::new();
-    for (alias, c) in h.credentials {
-        let credential = compile_credential(&alias, c, &origins).map_err(fail)?;
-        credentials.insert(alias, credential);
-    }
-    for text in &h.ask {
-        if !origins.iter().any(|o| &o.text == text) {
-            return Err(fail(format!(
-                "`http.ask` names {text:?}, which is not one of `http.origins`"
-            )));
-        }
-    }
-    let methods = match h.methods {
-        None => HTTP_METHODS.iter().map(|m| m.to_string()).collect(),
-        Some(list) => {
-            let mut methods = Vec::new();
-            for m in list {
-                let upper = m.to_ascii_uppercase();
-                if !HTTP_METHODS.contains(&upper.as_str()) {
-                    return Err(fail(format!(
-                        "`http.methods` names {m:?}, which is not one of {HTTP_METHODS:?}"
-                    )));
-                }
-                if !methods.contains(&upper) {
-                    methods.push(upper);
-                }
-            }
-            if methods.is_empty() {
-                return Err(fail(
-                    "`http.methods` is empty: grant no `http` instead".to_string(),
-                ));
-            }
-            methods
-        }
-    };
-    Ok(HttpScope {
-        methods,
-        ask: h.ask,
-        origins,
-        credentials,
-        allow_addresses: h.allow_addresses,
-        max_body_bytes: h.max_body_bytes.unwrap_or(1 << 20),
-        timeout_ms: h.timeout_ms.unwrap_or(10_000),
-    })
-}
-
-/// One origin entry (`field` names where it was written, for the message).
-fn parse_origin(text: &str, field: &str) -> Result<Origin, String> {
-    let url = url::Url::parse(text).map_err(|e| format!("`{field}` entry {text:?}: {e}"))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("`{field}` entry {text:?} is not http or https"));
-    }
-    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
-        return Err(format!("`{field}` entry {text:?} has no host"));
-    };
-    if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
-        return Err(format!(
-            "`{field}` entry {text:?} may not carry a query, fragment or user"
-        ));
-    }
-    Ok(Origin {
-        scheme: url.scheme().to_string(),
-        host: host.to_string(),
-        port,
-        path_prefix: url.path().to_string(),
-        text: text.to_string(),
-    })
-}
-
-/// One credential alias, checked: a valid alias and secret name, exactly one source, an
-/// audience inside the grant's origins (a value is never bound to where the tool cannot go),
-/// and one way to inject it.
-fn compile_credential(
-    alias: &str,
-    c: CredentialFile,
-    origins: &[Origin],
-) -> Result<Credential, String> {
-    let field = format!("http.credentials.{alias}");
-    if !crate::secrets::valid_name(alias) {
-        return Err(format!(
-            "`{field}`: an alias is 1-64 characters of A-Z, a-z, 0-9, '-' and '_', starting with a letter"
-        ));
-    }
-    let secret = match (c.secret, c.env) {
-        (Some(name), None) if crate::secrets::valid_name(&name) => SecretRef::Stored(name),
-        (Some(name), None) => {
-            return Err(format!("`{field}.secret` {name:?} is not a secret name"));
-        }
-        (None, Some(var)) if !var.is_empty() && !var.contains('=') => SecretRef::Env(var),
-        (None, Some(var)) => return Err(format!("`{field}.env` {var:?} is not a variable name")),
-        _ => return Err(format!("`{field}` needs exactly one of `secret` and `env`")),
-    };
-    if c.audience.is_empty() {
-        return Err(format!(
-            "`{field}.audience` is empty; list the origins the value may go to"
-        ));
-    }
-    let mut audience = Vec::new();
-    for text in &c.audience {
-        let o = parse_origin(text, &format!("{field}.audience"))?;
-        if !origins.iter().any(|g| {
-            g.scheme == o.scheme
-                && g.host == o.host
-                && g.port == o.port
-                && o.path_prefix.starts_with(&g.path_prefix)
-        }) {
-            return Err(format!(
-                "`{field}.audience` entry {text:?} is outside the grant's `http.origins`"
-            ));
-        }
-        audience.push(o);
-    }
-    let injection = match (c.header, c.query) {
-        (Some(_), Some(_)) => {
-            return Err(format!(
-                "`{field}` sets both `header` and `query`; choose one"
-            ));
-        }
-        (None, Some(_)) if c.format.is_some() => {
-            return Err(format!(
-                "`{field}.format` applies to a header, not to `query`"
-            ));
-        }
-        (None, Some(name)) if !name.is_empty() => Injection::Query { name },
-        (None, Some(_)) => return Err(format!("`{field}.query` is empty")),
-        (header, None) => {
-            let name = header.unwrap_or_else(|| "Authorization".into());
-            if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                return Err(format!("`{field}.header` {name:?} is not a header name"));
-            }
-            let default = if name.eq_ignore_ascii_case("authorization") {
-                "Bearer {secret}"
-            } else {
-                "{secret}"
-            };
-            let format = c.format.unwrap_or_else(|| default.into());
-            let Some((prefix, suffix)) = format.split_once("{secret}") else {
-                return Err(format!("`{field}.format` {format:?} has no `{{secret}}`"));
-            };
-            if suffix.contains("{secret}") {
-                return Err(format!("`{field}.format` names `{{secret}}` twice"));
-            }
-            Injection::Header {
-                name,
-                prefix: prefix.into(),
-                suffix: suffix.into(),
-            }
-        }
-    };
-    Ok(Credential {
-        alias: alias.to_string(),
-        secret,
-        audience,
-        injection,
-    })
-}
-
-fn compile_roots(origin: &str, tool: &str, roots: Vec<RootFile>) -> Result<Vec<Root>, PolicyError> {
-    let fail = |message: String| PolicyError::Scope {
-        origin: origin.into(),
-        tool: tool.into(),
-        line: 0,
-        message,
-    };
-    let mut out: Vec<Root> = Vec::new();
-    for r in roots {
-        if r.name.is_empty() || out.iter().any(|o| o.name == r.name) {
-            return Err(fail(format!(
-                "workspace root name {:?} is empty or used twice",
-                r.name
-            )));
-        }
-        if !r.path.is_absolute() {
-            return Err(fail(format!(
-                "workspace root {:?} has a relative path {}; give an absolute one",
-                r.name,
-                r.path.display()
-            )));
-        }
-        // Overlapping roots would reach the same files under two names, so a read-only root
-        // inside (or around) a read-write one would not be read-only; one root per tree.
-        if let Some(o) = out
-            .iter()
-            .find(|o| o.path.starts_with(&r.path) || r.path.starts_with(&o.path))
-        {
-            return Err(fail(format!(
-                "workspace roots {:?} ({}) and {:?} ({}) overlap; grant each tree once",
-                o.name,
-                o.path.display(),
-                r.name,
-                r.path.display()
-            )));
-        }
-        out.push(Root {
-            name: r.name,
-            path: r.path,
-            mode: r.mode,
-            ask: r.ask,
-        });
-    }
-    Ok(out)
-}
-
-fn compile_zones(origin: &str, tool: &str, zones: Vec<String>) -> Result<ZoneScope, PolicyError> {
-    if zones.is_empty() {
-        return Err(PolicyError::Scope {
-            origin: origin.into(),
-            tool: tool.into(),
-            line: 0,
-            message: "`clock.zones` is empty; list zones or use [\"*\"] for any zone".into(),
-        });
-    }
-    if zones.iter().any(|z| z == "*") {
-        return Ok(ZoneScope::Any);
-    }
-    for zone in &zones {
-        if jiff::tz::TimeZone::get(zone).is_err() {
-            return Err(PolicyError::Scope {
-                origin: origin.into(),
-                tool: tool.into(),
-                line: 0,
-                message: format!("`clock.zones` names {zone:?}, which is not a known IANA zone"),
-            });
-        }
-    }
-    Ok(ZoneScope::Only(zones))
-}
-
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn credentials_are_bound_to_a_secret_an_audience_and_an_injection() {
-        let text = r#"
-[tools.weather.capabilities.http]
-origins = ["https://api.example.com", "https://cdn.example.com"]
-[tools.weather.capabilities.http.credentials.api]
-secret = "weather_key"
-audience = ["https://api.example.com/v1/"]
-[tools.weather.capabilities.http.credentials.legacy]
-env = "LEGACY_KEY"
-audience = ["https://api.example.com"]
-query = "key"
-"#;
-        let p = Policy::parse(text, "t").unwrap();
-        let http = p.grant("weather").unwrap().http().unwrap();
-        let api = &http.credentials["api"];
-        assert_eq!(api.secret, SecretRef::Stored("weather_key".into()));
-        assert_eq!(
-            api.injection,
-            Injection::Header {
-                name: "Authorization".into(),
-                prefix: "Bearer ".into(),
-                suffix: String::new()
-            }
-        );
-        let url = |u: &str| url::Url::parse(u).unwrap();
-        assert!(api.audience_allows(&url("https://api.example.com/v1/forecast")));
-        assert!(!api.audience_allows(&url("https://api.example.com/v2/")));
-        assert!(!api.audience_allows(&url("https://cdn.example.com/v1/")));
-        assert!(!api.audience_allows(&url("http://api.example.com/v1/")));
-        assert_eq!(
-            http.credentials["legacy"].injection,
-            Injection::Query { name: "key".into() }
-        );
-
-        let bad = |table: &str, needle: &str| {
-            let text = format!(
-                "[tools.w.capabilities.http]\norigins = [\"https://api.example.com\"]\n[tools.w.capabilities.http.credentials.a]\n{table}\n"
-            );
-            let err = Policy::parse(&text, "t").unwrap_err().to_string();
-            assert!(err.contains(needle), "{table}: {err}");
-        };
-        bad(
-            r#"audience = ["https://api.example.com"]"#,
-            "exactly one of `secret` and `env`",
-        );
-        bad(
-            "secret = \"k\"\nenv = \"K\"\naudience = [\"https://api.example.com\"]",
-            "exactly one of",
-        );
-        bad("secret = \"k\"\naudience = []", "audience` is empty");
-        bad(
-            "secret = \"k\"\naudience = [\"https://evil.example\"]",
-            "outside the grant's `http.origins`",
-        );
-        bad(
-            "secret = \"k\"\naudience = [\"https://api.example.com\"]\nformat = \"Token\"",
-            "has no `{secret}`",
-        );
-        bad(
-            "secret = \"k\"\naudience = [\"https://api.example.com\"]\nheader = \"X\"\nquery = \"q\"",
-            "both `header` and `query`",
-        );
-        bad(
-            "secret = \"../k\"\naudience = [\"https://api.example.com\"]",
-            "is not a secret name",
-        );
-        bad(
-            "secret = \"k\"\naudience = [\"https://api.example.com\"]\nvalue = \"x\"",
-            "unknown field `value`",
-        );
-    }
 
     use super::*;
 
@@ -978,30 +379,6 @@ query = "key"
             .unwrap_err()
             .to_string();
         assert!(err.contains("sockets"), "{err}");
-    }
-
-    #[test]
-    fn zone_scopes_are_checked() {
-        let err = Policy::parse(
-            "[tools.c]\ncapabilities.clock = { zones = [\"Mars/Olympus\"] }\n",
-            "t",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("Mars/Olympus"), "{err}");
-        let p = Policy::parse(
-            "[tools.c]\ncapabilities.clock = { zones = [\"Europe/Paris\"] }\n",
-            "t",
-        )
-        .unwrap();
-        let g = p.grant("c").unwrap();
-        assert!(g.clock_zone_allowed("Europe/Paris"));
-        assert!(!g.clock_zone_allowed("Asia/Tokyo"));
-        assert!(
-            g.covers(Capability::Clock, &["Europe/Paris".into()])
-                .is_ok()
-        );
-        assert!(g.covers(Capability::Clock, &["*".into()]).is_err());
     }
 
     #[test]

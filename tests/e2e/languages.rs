@@ -19,9 +19,9 @@ fn wit_dir(tool: &Path, work: &Path) -> PathBuf {
     let wit = work.join("wit");
     std::fs::create_dir_all(wit.join("deps/vak-tool")).unwrap();
     std::fs::copy(tool.join("world.wit"), wit.join("world.wit")).unwrap();
-    std::fs::copy(
-        repo().join("wit/vak-tool.wit"),
+    std::fs::write(
         wit.join("deps/vak-tool/vak-tool.wit"),
+        vak_host::bindings::WIT_PACKAGE,
     )
     .unwrap();
     wit

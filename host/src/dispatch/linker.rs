@@ -1,10 +1,10 @@
 //! Linkers per grant set: a tool's instance is linked with the locked-down WASI subset and the
 //! capability interfaces its grant names, nothing else. Built once per distinct grant set and
-//! shared by every tool with that set.
+//! shared by every tool with that set; each capability links itself (its broker's `link`).
 
-use super::bindings::vak::tool as vak;
 use super::state::CallState;
-use crate::capabilities::{Broker, Capability};
+use crate::bindings::vak::tool as vak;
+use crate::capabilities::{Broker, Capability, HasBroker};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use wasmtime::Engine;
@@ -111,39 +111,10 @@ fn build(engine: &Engine, grants: &GrantSet) -> wasmtime::Result<Linker<CallStat
     let mut linker = Linker::new(engine);
     add_locked_down_wasi(&mut linker)?;
     // `types` holds only types; every tool imports it through its export's signature.
-    vak::types::add_to_linker::<CallState, HasSelf<Broker>>(&mut linker, |s| &mut s.broker)?;
-    for capability in grants {
-        match capability {
-            Capability::Clock => {
-                vak::clock::add_to_linker::<CallState, HasSelf<Broker>>(&mut linker, |s| {
-                    &mut s.broker
-                })?
-            }
-            Capability::Http => {
-                vak::http::add_to_linker::<CallState, HasSelf<Broker>>(&mut linker, |s| {
-                    &mut s.broker
-                })?
-            }
-            Capability::Invoke => {
-                vak::invoke::add_to_linker::<CallState, HasSelf<Broker>>(&mut linker, |s| {
-                    &mut s.broker
-                })?
-            }
-            Capability::Workspace => {
-                vak::workspace::add_to_linker::<CallState, HasSelf<Broker>>(&mut linker, |s| {
-                    &mut s.broker
-                })?
-            }
-            Capability::Log => {
-                vak::log::add_to_linker::<CallState, HasSelf<Broker>>(&mut linker, |s| {
-                    &mut s.broker
-                })?
-            }
-            Capability::Client => {
-                vak::client::add_to_linker::<CallState, HasSelf<Broker>>(&mut linker, |s| {
-                    &mut s.broker
-                })?
-            }
+    vak::types::add_to_linker::<CallState, HasSelf<Broker>>(&mut linker, CallState::broker)?;
+    for broker in crate::capabilities::brokers::<CallState>() {
+        if grants.contains(&broker.capability()) {
+            broker.link(&mut linker)?;
         }
     }
     Ok(linker)

@@ -21,12 +21,5 @@ pub mod state;
 pub use engine::{EngineSettings, Runtime};
 pub use run::{DispatchError, DispatchReport, GuestReturn};
 
-/// Host bindings of the `vak:tool/sandboxed-tool` world.
-pub mod bindings {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "vak:tool/sandboxed-tool",
-        imports: { default: async },
-        exports: { default: async },
-    });
-}
+/// The WIT bindings, at the path the dispatcher's callers have used.
+pub use crate::bindings;

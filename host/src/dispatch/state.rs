@@ -18,18 +18,7 @@ pub const MAX_TABLE_ELEMENTS: usize = 100_000;
 /// a million). Component-model handles are capped store-wide by wasmtime itself (100,000).
 pub const MAX_HOST_HANDLES: usize = 4096;
 
-/// The fuel of a running call, shared with its broker: the epoch callback publishes what is left
-/// and applies debits (the fuel its child runs used), so a child's budget is carved out of what
-/// the parent has left and charged back to it.
-#[derive(Debug, Default)]
-pub struct FuelShare {
-    /// Fuel left at the last epoch tick.
-    pub remaining: std::sync::atomic::AtomicU64,
-    /// Fuel to take from the call at the next tick.
-    pub debit: std::sync::atomic::AtomicU64,
-    /// Fuel already taken that way (not the call's own consumption).
-    pub debited: std::sync::atomic::AtomicU64,
-}
+pub use crate::capabilities::invoke::FuelShare;
 
 /// The store data of one call.
 pub struct CallState {
@@ -68,6 +57,12 @@ impl CallState {
             stdout,
             stderr,
         }
+    }
+}
+
+impl crate::capabilities::HasBroker for CallState {
+    fn broker(&mut self) -> &mut Broker {
+        &mut self.broker
     }
 }
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The `vak:tool` package this host implements, written into Python and JavaScript projects.
-const VAK_WIT: &str = include_str!("../../../../wit/vak-tool.wit");
+const VAK_WIT: &str = vak_host::bindings::WIT_PACKAGE;
 
 /// The languages `vak new` scaffolds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -1,11 +1,31 @@
 //! `vak:tool/log`: bounded log lines kept in the call record. They never reach a protocol stream
 //! as guest output; a client that asked for logs (MCP `logging/setLevel`) gets the kept lines of
 //! its level and above as log notifications, through the call's [`super::client::ClientChannel`].
+//! Its per-call state is the call's [`LogBuffer`].
 
 use super::client::LogLevel;
-use super::{Broker, Capability};
-use crate::dispatch::bindings::vak::tool::log::{Host, Level};
+use super::{Broker, Capability, CapabilityBroker, HasBroker};
+use crate::bindings::vak::tool::log::{Host, Level, add_to_linker};
 use crate::record::LogLine;
+use wasmtime::component::{HasSelf, Linker};
+
+/// The `log` broker. Its grant has no scopes (an empty policy section).
+pub struct Log;
+
+impl<T: HasBroker> CapabilityBroker<T> for Log {
+    fn capability(&self) -> Capability {
+        Capability::Log
+    }
+
+    fn link(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        add_to_linker::<T, HasSelf<Broker>>(linker, T::broker)
+    }
+}
+
+/// The policy section, as written: `log = {}`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogGrantFile {}
 
 /// Lines kept per call; further lines are counted and dropped.
 pub const MAX_LINES: usize = 256;

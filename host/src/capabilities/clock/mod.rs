@@ -1,12 +1,29 @@
 //! `vak:tool/clock`: the current instant in an explicit IANA zone. There is no default zone.
 //!
-//! The zone must be one the policy grants this tool (`zones = ["*"]` grants any). Every request,
-//! refused or not, leaves a receipt: a reading records the instant, the offset and the zone.
+//! The zone must be one the policy grants this tool (`zones = ["*"]` grants any; see [`grant`]).
+//! Every request, refused or not, leaves a receipt: a reading records the instant, the offset
+//! and the zone.
 
-use super::{Broker, Capability, Refusal};
-use crate::dispatch::bindings::vak::tool::clock::{Host, Reading};
-use crate::dispatch::bindings::vak::tool::types::CapabilityError;
+pub mod grant;
+
+use super::{Broker, Capability, CapabilityBroker, HasBroker};
+use crate::bindings::vak::tool::clock::{Host, Reading, add_to_linker};
+use crate::bindings::vak::tool::types::CapabilityError;
 use serde_json::json;
+use wasmtime::component::{HasSelf, Linker};
+
+/// The `clock` broker.
+pub struct Clock;
+
+impl<T: HasBroker> CapabilityBroker<T> for Clock {
+    fn capability(&self) -> Capability {
+        Capability::Clock
+    }
+
+    fn link(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        add_to_linker::<T, HasSelf<Broker>>(linker, T::broker)
+    }
+}
 
 /// Longest zone name accepted (the longest IANA name is 32 bytes).
 const MAX_ZONE_LEN: usize = 64;
@@ -26,23 +43,20 @@ fn well_formed(zone: &str) -> bool {
 }
 
 impl Broker {
-    fn clock_now(&self, zone: &str) -> Result<Reading, (CapabilityError, serde_json::Value)> {
-        let grant = self.authorize(Capability::Clock).map_err(|r| match r {
-            Refusal::Denied(m) => (CapabilityError::Denied(m.clone()), json!({ "refused": m })),
-            Refusal::Revoked(m) => (CapabilityError::Revoked(m.clone()), json!({ "revoked": m })),
-        })?;
+    fn clock_now(&self, zone: &str) -> Result<Reading, CapabilityError> {
+        let grant = self.authorize(Capability::Clock)?;
         if !grant.clock_zone_allowed(zone) {
-            let m = format!("the zone {zone:?} is outside the zones granted to this tool");
-            return Err((CapabilityError::Denied(m.clone()), json!({ "refused": m })));
+            return Err(CapabilityError::Denied(format!(
+                "the zone {zone:?} is outside the zones granted to this tool"
+            )));
         }
         if !well_formed(zone) {
-            let m = format!("{zone:?} is not an IANA time zone name");
-            return Err((CapabilityError::Invalid(m.clone()), json!({ "invalid": m })));
+            return Err(CapabilityError::Invalid(format!(
+                "{zone:?} is not an IANA time zone name"
+            )));
         }
-        let tz = jiff::tz::TimeZone::get(zone).map_err(|e| {
-            let m = format!("unknown time zone {zone:?}: {e}");
-            (CapabilityError::Invalid(m.clone()), json!({ "invalid": m }))
-        })?;
+        let tz = jiff::tz::TimeZone::get(zone)
+            .map_err(|e| CapabilityError::Invalid(format!("unknown time zone {zone:?}: {e}")))?;
         let now = jiff::Timestamp::now();
         let zoned = now.to_zoned_datetime(tz);
         let offset = zoned.offset().seconds();
@@ -72,31 +86,12 @@ impl Host for Broker {
                     "offset_seconds": reading.offset_seconds,
                     "zone": reading.zone,
                 });
-                // `full()` was checked above and only this call's instance issues receipts.
-                reading.receipt = self
-                    .receipts
-                    .issue(
-                        &self.call_id,
-                        Capability::Clock,
-                        "now",
-                        request,
-                        outcome,
-                        true,
-                    )
-                    .unwrap_or_default();
+                reading.receipt =
+                    self.receipts
+                        .issue(Capability::Clock, "now", request, outcome, true, None);
                 Ok(reading)
             }
-            Err((error, outcome)) => {
-                self.receipts.issue(
-                    &self.call_id,
-                    Capability::Clock,
-                    "now",
-                    request,
-                    outcome,
-                    false,
-                );
-                Err(error)
-            }
+            Err(e) => Err(self.refused(Capability::Clock, "now", request, e)),
         }
     }
 }

@@ -4,16 +4,32 @@
 //! paths and symlinks cannot lead outside it (and a sibling such as `/data-evil` of `/data` is
 //! never even named). Paths are also checked up front, so a refusal says plainly why. Each read,
 //! write and listing leaves a receipt; a read or write receipt's digest is the SHA-256 of the
-//! content, so a tool can cite it.
+//! content, so a tool can cite it. The roots are the policy's (see [`grant`]).
 
-use super::{Broker, Capability, Refusal};
-use crate::dispatch::bindings::vak::tool::types::CapabilityError;
-use crate::dispatch::bindings::vak::tool::workspace::{
-    Entry, FileRead, FileWritten, Host, Listing,
+pub mod grant;
+
+use super::{Broker, Capability, CapabilityBroker, HasBroker};
+use crate::bindings::vak::tool::types::CapabilityError;
+use crate::bindings::vak::tool::workspace::{
+    Entry, FileRead, FileWritten, Host, Listing, add_to_linker,
 };
-use crate::policy::{Root, RootMode};
 use cap_std::fs::Dir;
+use grant::{Root, RootMode};
 use serde_json::json;
+use wasmtime::component::{HasSelf, Linker};
+
+/// The `workspace` broker.
+pub struct Workspace;
+
+impl<T: HasBroker> CapabilityBroker<T> for Workspace {
+    fn capability(&self) -> Capability {
+        Capability::Workspace
+    }
+
+    fn link(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
+        add_to_linker::<T, HasSelf<Broker>>(linker, T::broker)
+    }
+}
 
 /// Largest file read or written through the capability.
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
@@ -52,15 +68,6 @@ fn io_error(path: &str, e: &std::io::Error) -> CapabilityError {
     }
 }
 
-fn message(e: &CapabilityError) -> String {
-    match e {
-        CapabilityError::Denied(m)
-        | CapabilityError::Revoked(m)
-        | CapabilityError::Invalid(m)
-        | CapabilityError::Failed(m) => m.clone(),
-    }
-}
-
 impl Broker {
     /// The granted root named `root`, opened, after the checks every operation shares.
     fn open_root(
@@ -70,10 +77,7 @@ impl Broker {
         allow_empty: bool,
         write: bool,
     ) -> Result<(Root, Dir), CapabilityError> {
-        let grant = self.authorize(Capability::Workspace).map_err(|r| match r {
-            Refusal::Denied(m) => CapabilityError::Denied(m),
-            Refusal::Revoked(m) => CapabilityError::Revoked(m),
-        })?;
+        let grant = self.authorize(Capability::Workspace)?;
         let granted = grant
             .root(root)
             .ok_or_else(|| {
@@ -93,6 +97,21 @@ impl Broker {
                 CapabilityError::Failed(format!("the root {root:?} cannot be opened: {e}"))
             })?;
         Ok((granted, dir))
+    }
+
+    /// What every operation checks first: a receipt is left for it, and the root's approval
+    /// when the policy marks it `ask` (a refusal is on record).
+    async fn ready(
+        &self,
+        operation: &str,
+        root: &str,
+        request: &serde_json::Value,
+    ) -> Result<(), CapabilityError> {
+        if let Some(e) = self.out_of_receipts() {
+            return Err(e);
+        }
+        let approved = self.root_approved(root).await;
+        approved.map_err(|e| self.refuse(operation, request.clone(), e))
     }
 
     /// Wait for the approval of `root` when the policy marks it `ask` (once per call).
@@ -115,33 +134,14 @@ impl Broker {
         request: serde_json::Value,
         e: CapabilityError,
     ) -> CapabilityError {
-        let key = match &e {
-            CapabilityError::Revoked(_) => "revoked",
-            CapabilityError::Denied(_) => "refused",
-            CapabilityError::Invalid(_) => "invalid",
-            CapabilityError::Failed(_) => "failed",
-        };
-        self.receipts.issue(
-            &self.call_id,
-            Capability::Workspace,
-            operation,
-            request,
-            json!({ key: message(&e) }),
-            false,
-        );
-        e
+        self.refused(Capability::Workspace, operation, request, e)
     }
 }
 
 impl Host for Broker {
     async fn read(&mut self, root: String, path: String) -> Result<FileRead, CapabilityError> {
         let request = json!({ "root": root, "path": path });
-        if let Some(e) = self.out_of_receipts() {
-            return Err(e);
-        }
-        if let Err(e) = self.root_approved(&root).await {
-            return Err(self.refuse("read", request, e));
-        }
+        self.ready("read", &root, &request).await?;
         let read = (|| {
             let (_, dir) = self.open_root(&root, &path, false, false)?;
             let meta = dir.metadata(&path).map_err(|e| io_error(&path, &e))?;
@@ -160,18 +160,14 @@ impl Host for Broker {
             Ok(content) => {
                 let sha256 = crate::digest::sha256_hex(&content);
                 let outcome = json!({ "size": content.len(), "sha256": sha256 });
-                let receipt = self
-                    .receipts
-                    .issue_with_digest(
-                        &self.call_id,
-                        Capability::Workspace,
-                        "read",
-                        request,
-                        outcome,
-                        true,
-                        sha256.clone(),
-                    )
-                    .unwrap_or_default();
+                let receipt = self.receipts.issue(
+                    Capability::Workspace,
+                    "read",
+                    request,
+                    outcome,
+                    true,
+                    Some(sha256.clone()),
+                );
                 self.bodies.retain(&receipt, &content);
                 Ok(FileRead {
                     content,
@@ -192,12 +188,7 @@ impl Host for Broker {
         let sha256 = crate::digest::sha256_hex(&content);
         let request =
             json!({ "root": root, "path": path, "size": content.len(), "sha256": sha256 });
-        if let Some(e) = self.out_of_receipts() {
-            return Err(e);
-        }
-        if let Err(e) = self.root_approved(&root).await {
-            return Err(self.refuse("write", request, e));
-        }
+        self.ready("write", &root, &request).await?;
         let written = (|| {
             let (_, dir) = self.open_root(&root, &path, false, true)?;
             if content.len() as u64 > MAX_FILE_BYTES {
@@ -217,18 +208,14 @@ impl Host for Broker {
         match written {
             Ok(previous_sha256) => {
                 let outcome = json!({ "size": content.len(), "sha256": sha256, "previous_sha256": previous_sha256 });
-                let receipt = self
-                    .receipts
-                    .issue_with_digest(
-                        &self.call_id,
-                        Capability::Workspace,
-                        "write",
-                        request,
-                        outcome,
-                        true,
-                        sha256.clone(),
-                    )
-                    .unwrap_or_default();
+                let receipt = self.receipts.issue(
+                    Capability::Workspace,
+                    "write",
+                    request,
+                    outcome,
+                    true,
+                    Some(sha256.clone()),
+                );
                 Ok(FileWritten {
                     size: content.len() as u64,
                     sha256,
@@ -242,12 +229,7 @@ impl Host for Broker {
 
     async fn list(&mut self, root: String, path: String) -> Result<Listing, CapabilityError> {
         let request = json!({ "root": root, "path": path });
-        if let Some(e) = self.out_of_receipts() {
-            return Err(e);
-        }
-        if let Err(e) = self.root_approved(&root).await {
-            return Err(self.refuse("list", request, e));
-        }
+        self.ready("list", &root, &request).await?;
         let listed = (|| {
             let (_, dir) = self.open_root(&root, &path, true, false)?;
             let target = if path.is_empty() { "." } else { path.as_str() };
@@ -271,17 +253,14 @@ impl Host for Broker {
             Ok(entries) => {
                 let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
                 let outcome = json!({ "entries": names.len(), "names": names });
-                let receipt = self
-                    .receipts
-                    .issue(
-                        &self.call_id,
-                        Capability::Workspace,
-                        "list",
-                        request,
-                        outcome,
-                        true,
-                    )
-                    .unwrap_or_default();
+                let receipt = self.receipts.issue(
+                    Capability::Workspace,
+                    "list",
+                    request,
+                    outcome,
+                    true,
+                    None,
+                );
                 Ok(Listing { entries, receipt })
             }
             Err(e) => Err(self.refuse("list", request, e)),

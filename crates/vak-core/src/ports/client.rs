@@ -1,0 +1,116 @@
+//! The caller's client as a call sees it: where the guest's log lines go live, and who answers
+//! its sampling and elicitation requests. The `client` and `log` brokers ask it; approvals ask it
+//! for a person's answer too; `vak serve` and embedders implement it.
+
+use serde_json::Value;
+use std::future::Future;
+use std::pin::Pin;
+
+/// A boxed future that may move between threads (the shape of `futures::future::BoxFuture`).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The severity of a log line, least severe first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+impl LogLevel {
+    /// The level's name (`debug`, `info`, `warn`, `error`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+}
+
+/// A request for a completion, as the host checked it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleRequest {
+    /// `(role, text)`; the role is `user` or `assistant`.
+    pub messages: Vec<(String, String)>,
+    pub system_prompt: Option<String>,
+    pub max_tokens: u32,
+}
+
+/// The client's completion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleReply {
+    pub text: String,
+    pub model: String,
+    pub stop_reason: Option<String>,
+}
+
+/// A form for the person, as the host checked it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElicitRequest {
+    pub message: String,
+    /// A JSON Schema object of flat properties (the client broker checks its shape).
+    pub schema: Value,
+}
+
+/// What the person did with the form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElicitAction {
+    Accept,
+    Decline,
+    Cancel,
+}
+
+/// The person's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElicitReply {
+    pub action: ElicitAction,
+    /// The answers when accepted.
+    pub content: Option<serde_json::Map<String, Value>>,
+}
+
+/// Why the client did not answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClientError {
+    /// The client did not declare that it answers this kind of request.
+    #[error("the client does not support {0}")]
+    Unsupported(&'static str),
+    /// There is no way back to the client for this call (e.g. a stateless request).
+    #[error("the client cannot be asked: {0}")]
+    Unavailable(String),
+    /// The client was asked and failed, or answered something unusable.
+    #[error("the client's answer failed: {0}")]
+    Failed(String),
+}
+
+/// The caller's client as one call sees it: where its log lines go live, and who answers its
+/// sampling and elicitation requests. `vak serve` gives every MCP call one; an embedder passes its
+/// own to `Session::call_with_client`. Answers are checked by the host, not trusted.
+pub trait ClientChannel: Send + Sync {
+    /// The least severe level the client wants forwarded live; `None` forwards nothing.
+    fn log_level(&self) -> Option<LogLevel> {
+        None
+    }
+
+    /// Forward one log line the guest wrote (already bounded). Must not block: queue it.
+    fn log(&self, _level: LogLevel, _message: &str) {}
+
+    /// Who answers for this client in records (an approval's `by`).
+    fn answerer(&self) -> String {
+        "the caller's client".into()
+    }
+
+    /// Ask the client's model for a completion.
+    fn sample(
+        &self,
+        request: SampleRequest,
+    ) -> BoxFuture<'static, Result<SampleReply, ClientError>>;
+
+    /// Ask the person to fill in a form.
+    fn elicit(
+        &self,
+        request: ElicitRequest,
+    ) -> BoxFuture<'static, Result<ElicitReply, ClientError>>;
+}
