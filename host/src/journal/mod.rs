@@ -43,6 +43,7 @@ mod writer;
 
 pub use chain::{Kind, Started, Unfinished};
 pub use index::{INDEX_BATCH, INDEX_DELAY};
+pub use vak_core::chain::{Head, Verification};
 pub use writer::MAX_BATCH;
 
 use crate::record::CallRecord;
@@ -176,39 +177,6 @@ pub struct Filter {
     /// RFC 3339; entries received at or after it.
     pub since: Option<String>,
     pub limit: Option<u32>,
-}
-
-/// The result of a check of every chain.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Verification {
-    /// Entries checked: `started` entries and records.
-    pub entries: u64,
-    /// Final records among them.
-    pub records: u64,
-    /// `started` entries among them.
-    pub started: u64,
-    /// The global place of the first entry that does not check out, and why (naming its chain
-    /// and its place there).
-    pub first_bad: Option<(i64, String)>,
-    /// The last entry of each chain that checked out: an auditor who keeps these can later tell
-    /// a journal cut short (the one change a chain alone cannot show).
-    pub heads: Vec<Head>,
-    /// Calls started without a final record whose process is gone: they were interrupted (a
-    /// valid state of a chain: the process died mid-call). On a shared store, every call started
-    /// without a record, running or not.
-    pub interrupted: Vec<Unfinished>,
-    /// Calls started without a final record whose process still holds their chain: running now.
-    pub running: Vec<Unfinished>,
-}
-
-/// The head of one chain.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Head {
-    /// The chain (a node's name on a shared store; `None`: a local journal's legacy chain).
-    pub node: Option<String>,
-    /// The entry's place in its chain.
-    pub seq: i64,
-    pub hash: String,
 }
 
 /// A call's entry as [`Journal::show`] finds it, checked.
