@@ -86,7 +86,7 @@ pub enum JournalError {
     Off,
     /// The shared store (several nodes' journal) failed.
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] vak_core::ports::store::StoreError),
 }
 
 impl JournalError {

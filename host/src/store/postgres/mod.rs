@@ -497,11 +497,11 @@ impl PgStore {
             health: Arc::default(),
         };
         let revocations = Arc::new(Revocations::shared(
-            RevocationKeeper {
+            Arc::new(RevocationKeeper {
                 db: db.clone(),
                 node: options.node.clone(),
                 bound: options.op_timeout,
-            },
+            }),
             options.max_staleness,
         ));
         let lease = match options.register {
@@ -656,12 +656,12 @@ impl PgStore {
 
     /// The ledger keyed `key` (a row every node charges), for a session of `principal`.
     pub(crate) fn ledger(&self, key: &str, principal: Option<&str>) -> Ledger {
-        Ledger::shared(SharedLedger {
+        Ledger::on(Arc::new(SharedLedger {
             db: self.db.clone(),
             reserver: self.reserver.clone(),
             key: key.to_string(),
             principal: principal.map(str::to_string),
-        })
+        }))
     }
 
     /// Append `record` (with its ledger charge) to this node's chain; answered once committed,
