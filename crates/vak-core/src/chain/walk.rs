@@ -177,3 +177,133 @@ impl<E: ChainEntry> ChainCheck<E> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chain::{VerifyError, check_links, entry_hash};
+
+    /// An entry as JSON: `{"started": bool, "call": id, "ran": bool}`, signed unless `"forged"`.
+    struct Fake(serde_json::Value);
+
+    impl ChainEntry for Fake {
+        fn parse(text: &str) -> Result<Fake, serde_json::Error> {
+            serde_json::from_str(text).map(Fake)
+        }
+        fn kind(&self) -> Kind {
+            match self.0["started"].as_bool() {
+                Some(true) => Kind::Started,
+                _ => Kind::Record,
+            }
+        }
+        fn call_id(&self) -> &str {
+            self.0["call"].as_str().unwrap_or_default()
+        }
+        fn tool(&self) -> &str {
+            "t"
+        }
+        fn arguments_digest(&self) -> &str {
+            "d"
+        }
+        fn ran(&self) -> bool {
+            self.0["ran"] == true
+        }
+        fn verify_signature(&self, _: &[impl AsRef<str>]) -> Result<String, VerifyError> {
+            match self.0.get("forged") {
+                Some(_) => Err(VerifyError::Mismatch),
+                None => Ok("key".into()),
+            }
+        }
+    }
+
+    /// Chain `c` holding `texts`, hashed as written.
+    fn chain(texts: &[&str]) -> Vec<Stored> {
+        let mut prev = GENESIS.to_string();
+        let mut rows = Vec::new();
+        for (i, text) in texts.iter().enumerate() {
+            let seq = i as i64 + 1;
+            let hash = entry_hash(&prev, Some("c"), seq, text);
+            let call_id = Fake::parse(text).unwrap().call_id().to_string();
+            rows.push(Stored {
+                seq,
+                chain: "c".into(),
+                legacy: false,
+                chain_seq: seq,
+                kind: None,
+                call_id,
+                text: text.to_string(),
+                prev_hash: std::mem::replace(&mut prev, hash.clone()),
+                hash,
+            });
+        }
+        rows
+    }
+
+    fn walk(rows: &[Stored]) -> Verification {
+        let mut check = ChainCheck::<Fake>::default();
+        let bad = rows
+            .iter()
+            .find_map(|r| check.next(r, &[] as &[&str]).map(|why| (r.seq, why)));
+        check.finish(bad)
+    }
+
+    const STARTED: &str = r#"{"started":true,"call":"a"}"#;
+    const RECORD: &str = r#"{"call":"a","ran":true}"#;
+    const OTHER: &str = r#"{"call":"b","ran":true}"#;
+
+    /// Each verdict names the entry's chain and place, with the same words for every journal.
+    #[test]
+    fn the_walk_names_the_first_entry_that_does_not_check_out() {
+        let good = chain(&[STARTED, RECORD]);
+        let v = walk(&good);
+        assert_eq!(
+            (v.entries, v.started, v.records, v.first_bad),
+            (2, 1, 1, None)
+        );
+        assert_eq!(v.heads[0].seq, 2);
+
+        let mut tampered = chain(&[STARTED, RECORD]);
+        tampered[1].text = RECORD.replace("true", "false");
+        let why = walk(&tampered).first_bad.unwrap().1;
+        assert_eq!(why, "chain c entry 2: its content does not match its hash");
+
+        let mut cut = chain(&[STARTED, RECORD]);
+        cut.remove(0);
+        let why = walk(&cut).first_bad.unwrap().1;
+        assert_eq!(why, "chain c entry 2: entry 1 of its chain is missing");
+
+        let why = walk(&chain(&[STARTED, RECORD, OTHER])).first_bad.unwrap().1;
+        assert_eq!(
+            why,
+            "chain c entry 3: call b ran (its record has limits) without a started entry before it"
+        );
+
+        let forged = chain(&[r#"{"call":"a","forged":true}"#]);
+        assert!(walk(&forged).first_bad.unwrap().1.ends_with(
+            "its signature: the signature does not match the record: it was altered after \
+             signing, or signed by another key"
+        ));
+        // Read alone, an entry's links are checked both ways.
+        let rows = chain(&[STARTED, RECORD]);
+        assert_eq!(
+            check_links::<Fake>(&rows[0], Some(GENESIS), Some("x")),
+            Err(
+                "the next entry's link to it is broken: it was changed after the next was written"
+                    .into()
+            )
+        );
+        assert_eq!(
+            check_links::<Fake>(&rows[1], Some(&rows[0].hash), None),
+            Ok(())
+        );
+    }
+
+    /// A started entry left open is reported as unfinished, in its chain.
+    #[test]
+    fn an_open_started_entry_is_unfinished() {
+        let v = walk(&chain(&[STARTED]));
+        assert_eq!(v.interrupted.len(), 1);
+        assert_eq!(v.interrupted[0].call_id, "a");
+        assert_eq!(v.interrupted[0].chain.as_deref(), Some("c"));
+    }
+}

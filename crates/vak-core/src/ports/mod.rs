@@ -2,6 +2,7 @@
 //! journal, the caller's client, the approver, secrets, child runs. The core names them; the
 //! runtime, the store and the host implement them.
 
+pub mod journal;
 pub mod ledger;
 pub mod revocations;
 pub mod store;
