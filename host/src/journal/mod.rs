@@ -434,13 +434,9 @@ impl Journal {
         // One serialization: its digest is what is signed, and the writer splices the
         // signature into the same text.
         let text = serde_json::to_string(&*record).unwrap_or_default();
-        let sign = ToSign {
-            digest: crate::signing::text_digest(&text),
-            key: key.clone(),
-            signed: None,
-        };
-        let answer = self.submit(Row::with_text(record, text), Some(sign))?;
-        let committed = answer.await.unwrap_or_else(|_| Err(self.gone()))?;
+        let committed = self
+            .append_signed(Row::with_text(record, text), key)
+            .await?;
         record.signature = committed.signature;
         Ok(committed.entry)
     }
@@ -455,15 +451,21 @@ impl Journal {
     ) -> Result<Entry, JournalError> {
         started.signature = None;
         let text = started.unsigned_text();
+        let committed = self.append_signed(Row::started(started, text), key).await?;
+        started.signature = committed.signature;
+        Ok(committed.entry)
+    }
+
+    /// Append `row`, whose text is unsigned, for the writer to sign with `key` (with the rest of
+    /// its batch); what it committed.
+    async fn append_signed(&self, row: Row, key: &Arc<HostKey>) -> Result<Committed, JournalError> {
         let sign = ToSign {
-            digest: crate::signing::text_digest(&text),
+            digest: crate::signing::text_digest(&row.text),
             key: key.clone(),
             signed: None,
         };
-        let answer = self.submit(Row::started(started, text), Some(sign))?;
-        let committed = answer.await.unwrap_or_else(|_| Err(self.gone()))?;
-        started.signature = committed.signature;
-        Ok(committed.entry)
+        let answer = self.submit(row, Some(sign))?;
+        answer.await.unwrap_or_else(|_| Err(self.gone()))
     }
 
     fn gone(&self) -> JournalError {

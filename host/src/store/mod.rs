@@ -9,6 +9,10 @@
 //!
 //! Every fault of the shared store is a typed [`StoreError`]; an unreachable database is
 //! `store_unavailable`, retryable (a host transport fault). See `docs/scale-out.md`.
+//!
+//! The store implements the lifecycle's ports (`vak_core::ports`: the journal sink, the ledger,
+//! the revocation log); the journal, the budget and the revocations name those ports, never this
+//! module, so dependencies run from the store to what it implements.
 
 pub mod postgres;
 
