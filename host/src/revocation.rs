@@ -13,99 +13,16 @@
 //! the embedder's API and `vak revoke` write revocations: nothing a tool or a model can call
 //! reaches this module.
 
+pub use vak_core::ports::revocations::{
+    Confirmation, Revocation, RevocationEntry, RevocationError, RevocationLog,
+};
+
 use crate::capabilities::Capability;
-use serde::{Deserialize, Serialize};
+use futures::future::BoxFuture;
+use serde::Serialize;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
-
-/// What is revoked.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "scope", rename_all = "snake_case")]
-pub enum Revocation {
-    /// Every call of the tool.
-    Tool { tool: String },
-    /// One capability of one tool: calls still run, but the capability refuses.
-    Capability {
-        tool: String,
-        capability: Capability,
-    },
-    /// Every call made on behalf of the principal.
-    Principal { principal: String },
-}
-
-impl std::fmt::Display for Revocation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Revocation::Tool { tool } => write!(f, "tool `{tool}`"),
-            Revocation::Capability { tool, capability } => {
-                write!(f, "capability `{}` of tool `{tool}`", capability.name())
-            }
-            Revocation::Principal { principal } => write!(f, "principal `{principal}`"),
-        }
-    }
-}
-
-/// A revocation with when and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RevocationEntry {
-    #[serde(flatten)]
-    pub revocation: Revocation,
-    /// When it was recorded (RFC 3339, UTC).
-    pub at: String,
-    pub reason: String,
-}
-
-/// Why revocations could not be read or recorded.
-#[derive(Debug, thiserror::Error)]
-pub enum RevocationError {
-    #[error("cannot read revocations from {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}, line {line}: not a revocation: {message}")]
-    Parse {
-        path: String,
-        line: usize,
-        message: String,
-    },
-    #[error("cannot record the revocation in {path}: {source}")]
-    Write {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot record the revocation: {0}")]
-    Store(#[from] crate::store::StoreError),
-    /// Recorded and committed, but not every live node confirmed it within the bound.
-    #[error(
-        "{what} is revoked (committed at {committed_at}), but not confirmed by every live node \
-         within {waited_ms} ms: {}", .nodes.join(", ")
-    )]
-    NotConfirmed {
-        what: String,
-        committed_at: String,
-        waited_ms: u64,
-        nodes: Vec<String>,
-    },
-}
-
-/// Which nodes of a shared store confirmed a revocation before [`Revocations::revoke`] returned.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Confirmation {
-    /// Nodes that applied it: every call they check from then on is refused.
-    pub confirmed: Vec<String>,
-    /// Nodes whose view lapsed (or that stopped) while it waited: they refuse every call until
-    /// they have read it.
-    pub lapsed: Vec<String>,
-    /// Nodes still live that had not confirmed it when the bound passed.
-    pub unconfirmed: Vec<String>,
-    /// Why the wait ended early, if the store stopped answering.
-    pub error: Option<String>,
-    pub waited_ms: u64,
-}
+use std::sync::{Arc, RwLock};
 
 /// A revocation recorded, and how far it has reached.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -146,16 +63,31 @@ pub enum Blocked {
     Unconfirmed(String),
 }
 
-/// Where revocations are recorded.
-#[derive(Debug, Default)]
-enum Keeper {
-    /// Nowhere: lost when the process ends.
-    #[default]
-    Memory,
-    /// A JSON-lines file of this machine.
-    File(PathBuf),
-    /// The shared store: every node applies what any node records.
-    Shared(crate::store::postgres::RevocationKeeper),
+/// The revocations file of this machine: one JSON line each, synced before `revoke` returns.
+#[derive(Debug)]
+struct RevocationFile(PathBuf);
+
+impl RevocationLog for RevocationFile {
+    fn record<'a>(
+        &'a self,
+        entry: &'a RevocationEntry,
+    ) -> BoxFuture<'a, Result<Option<i64>, RevocationError>> {
+        Box::pin(async move {
+            // A synced write: off the async workers.
+            let (file, line) = (self.0.clone(), entry.clone());
+            tokio::task::spawn_blocking(move || append_line(&file, &line))
+                .await
+                .map_err(|e| RevocationError::Write {
+                    path: self.0.display().to_string(),
+                    source: std::io::Error::other(e.to_string()),
+                })??;
+            Ok(None)
+        })
+    }
+
+    fn barrier(&self, _id: i64) -> BoxFuture<'_, Option<Confirmation>> {
+        Box::pin(std::future::ready(None))
+    }
 }
 
 #[derive(Debug, Default)]
@@ -173,7 +105,8 @@ struct InForce {
 #[derive(Debug, Default)]
 pub struct Revocations {
     state: RwLock<InForce>,
-    keeper: Keeper,
+    /// Where revocations are recorded (`None`: nowhere, lost when the process ends).
+    keeper: Option<Arc<dyn RevocationLog>>,
     /// How old a shared view may be before calls are refused rather than risk a revocation this
     /// node has not seen (`None`: a local view is always complete).
     max_staleness: Option<std::time::Duration>,
@@ -216,19 +149,19 @@ impl Revocations {
                 entries,
                 ..InForce::default()
             }),
-            keeper: Keeper::File(path.to_path_buf()),
+            keeper: Some(Arc::new(RevocationFile(path.to_path_buf()))),
             max_staleness: None,
         })
     }
 
     /// An empty view of the shared store's revocations, filled and kept fresh by the store.
-    pub(crate) fn shared(
-        keeper: crate::store::postgres::RevocationKeeper,
+    pub fn shared(
+        keeper: Arc<dyn RevocationLog>,
         max_staleness: std::time::Duration,
     ) -> Revocations {
         Revocations {
             state: RwLock::default(),
-            keeper: Keeper::Shared(keeper),
+            keeper: Some(keeper),
             max_staleness: Some(max_staleness),
         }
     }
@@ -271,25 +204,14 @@ impl Revocations {
             reason: reason.to_string(),
         };
         let id = match &self.keeper {
-            Keeper::Memory => None,
-            Keeper::File(path) => {
-                // A synced write: off the async workers.
-                let (file, line) = (path.clone(), entry.clone());
-                tokio::task::spawn_blocking(move || append_line(&file, &line))
-                    .await
-                    .map_err(|e| RevocationError::Write {
-                        path: path.display().to_string(),
-                        source: std::io::Error::other(e.to_string()),
-                    })??;
-                None
-            }
-            Keeper::Shared(keeper) => Some(keeper.insert(&entry).await?),
+            None => None,
+            Some(keeper) => keeper.record(&entry).await?,
         };
         let committed_at = jiff::Timestamp::now().to_string();
         self.apply(id, entry.clone());
         tracing::warn!(revocation = %entry.revocation, reason, "revoked");
         let confirmation = match (&self.keeper, id) {
-            (Keeper::Shared(keeper), Some(id)) => Some(keeper.barrier(id).await),
+            (Some(keeper), Some(id)) => keeper.barrier(id).await,
             _ => None,
         };
         Ok(Revoked {

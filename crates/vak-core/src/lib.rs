@@ -6,6 +6,7 @@
 //! stage decides, and what a record holds. Whatever it needs from outside it names as a trait
 //! in [`ports`].
 
+pub mod chain;
 pub mod digest;
 pub mod evidence;
 pub mod outcome;

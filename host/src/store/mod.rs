@@ -9,6 +9,10 @@
 //!
 //! Every fault of the shared store is a typed [`StoreError`]; an unreachable database is
 //! `store_unavailable`, retryable (a host transport fault). See `docs/scale-out.md`.
+//!
+//! The store implements the lifecycle's ports (`vak_core::ports`: the journal sink, the ledger,
+//! the revocation log); the journal, the budget and the revocations name those ports, never this
+//! module, so dependencies run from the store to what it implements.
 
 pub mod postgres;
 
@@ -17,78 +21,12 @@ use crate::journal::{Entry, Filter, Journal, JournalError, Listed, Shown, Starte
 use crate::record::CallRecord;
 use crate::revocation::Revocations;
 use crate::signing::HostKey;
+use futures::future::BoxFuture;
 use std::sync::Arc;
+use vak_core::ports::journal::JournalSink;
 
-/// Why the store could not do what was asked.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
-    /// The database could not be reached, or did not answer in time. The call may succeed once
-    /// it is back: a host transport fault, retryable.
-    #[error("the shared store is unavailable ({what}): {message}")]
-    Unavailable { what: &'static str, message: String },
-    /// The database answered with an error vak did not expect (a damaged schema, a defect).
-    #[error("the shared store refused {what}: {message}")]
-    Database { what: &'static str, message: String },
-    /// A write conflicted with one made at the same time (another process appending under
-    /// this node's name); the writer reads the head again and retries.
-    #[error("the shared store refused a conflicting {what}: {message}")]
-    Conflict { what: &'static str, message: String },
-    /// The store address cannot be used.
-    #[error("the store address is not usable: {0}")]
-    Config(String),
-    /// Another live process holds this node's name: refused at start. Each running node needs
-    /// a name of its own.
-    #[error(
-        "node `{node}` is held by another live process ({holder}): each running node needs its \
-         own --node; the name is free once that process stops, or {lease_ms} ms after its last \
-         heartbeat"
-    )]
-    NodeHeld {
-        node: String,
-        holder: String,
-        lease_ms: u64,
-    },
-    /// This process no longer holds its node's name (another took it over after its lease
-    /// lapsed): it admits nothing more, and commits nothing to the node's chain.
-    #[error("{0}")]
-    LeaseLost(String),
-    /// The database was migrated by a newer vak.
-    #[error(
-        "the database's schema is at version {found}, newer than this vak knows ({known}): upgrade vak on this node"
-    )]
-    SchemaTooNew { found: i32, known: i32 },
-}
-
-impl StoreError {
-    /// A stable snake_case name of the condition.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            StoreError::Unavailable { .. } => "store_unavailable",
-            StoreError::Database { .. } => "store_failed",
-            StoreError::Conflict { .. } => "store_conflict",
-            StoreError::Config(_) => "store_config",
-            StoreError::SchemaTooNew { .. } => "store_schema_too_new",
-            StoreError::NodeHeld { .. } => "store_node_held",
-            StoreError::LeaseLost(_) => "store_lease_lost",
-        }
-    }
-
-    /// Whether the same call, retried unchanged, could succeed: only when the database was
-    /// out of reach.
-    pub fn retryable(&self) -> bool {
-        matches!(self, StoreError::Unavailable { .. })
-    }
-}
-
-/// How long a call waits for the shared store to commit one of its entries.
-#[derive(Debug, Clone, Copy)]
-pub enum Wait {
-    /// Until this instant at most (the bound, from when the call began waiting).
-    Until(std::time::Instant),
-    /// Not at all: the call was refused because the store is out of reach (its record is queued
-    /// and committed when the store answers). Says why.
-    Queued(&'static str),
-}
+pub use vak_core::ports::journal::Wait;
+pub use vak_core::ports::store::StoreError;
 
 /// The default store: everything on this machine.
 #[derive(Clone)]
@@ -241,5 +179,37 @@ impl Store {
             Store::Local(Local { journal: None, .. }) => "local, no journal".to_string(),
             Store::Postgres(p) => p.describe(),
         }
+    }
+}
+
+/// The lifecycle's view of the store's journal ([`Store::start`], [`Store::sign_and_append`]).
+impl JournalSink for Store {
+    type Started = Started;
+    type Record = CallRecord;
+    type Signer = Arc<HostKey>;
+    type Place = Entry;
+    type Error = JournalError;
+
+    fn start<'a>(
+        &'a self,
+        started: &'a mut Started,
+        signer: &'a Arc<HostKey>,
+        deadline: std::time::Instant,
+    ) -> BoxFuture<'a, Option<Result<Entry, JournalError>>> {
+        Box::pin(Store::start(self, started, signer, deadline))
+    }
+
+    fn commit<'a>(
+        &'a self,
+        record: &'a mut CallRecord,
+        signer: &'a Arc<HostKey>,
+        settlement: Option<Settlement>,
+        wait: Wait,
+    ) -> BoxFuture<'a, Option<Result<Entry, JournalError>>> {
+        Box::pin(self.sign_and_append(record, signer, settlement, wait))
+    }
+
+    fn deadline(&self) -> std::time::Instant {
+        Store::deadline(self)
     }
 }

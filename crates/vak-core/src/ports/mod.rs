@@ -4,3 +4,7 @@
 
 pub mod child;
 pub mod client;
+pub mod journal;
+pub mod ledger;
+pub mod revocations;
+pub mod store;

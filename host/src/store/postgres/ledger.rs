@@ -8,13 +8,13 @@
 //! at most. A reservation the database made after its call stopped waiting is given back.
 
 use super::{Db, big, next_batch, small};
-use crate::budget::{BudgetError, Claim, Totals};
-use crate::record::Limits;
 use crate::store::StoreError;
+use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use vak_core::ports::ledger::{Ask, BudgetError, LedgerPort, Reserved, Settlement, Totals};
 
 /// The most reservations one statement admits.
 const MAX_BATCH: usize = 256;
@@ -64,31 +64,33 @@ impl SharedLedger {
     /// Admit `claim` in the database: the reserver's next batch locks the session's row, checks
     /// every cap on the database's figures and reserves, or says why not; `store_unavailable`
     /// at `deadline` if the database has not answered by then.
-    pub(crate) async fn reserve(
+    async fn reserve_in_store(
         &self,
-        claim: &Claim<'_>,
+        ask: &Ask<'_>,
         deadline: Instant,
-    ) -> Result<(Limits, Totals), BudgetError> {
-        let caps = claim.caps;
+    ) -> Result<Reserved, BudgetError> {
+        // Nothing caps the call: no round trip, only the charge (with the record).
+        if !ask.capped() {
+            return Ok(Reserved {
+                granted: ask.wanted,
+                held: Totals::default(),
+            });
+        }
+        let caps = &ask.session;
         let (reply, answer) = oneshot::channel();
         let request = Request {
             session: self.key.clone(),
-            principal: claim.principal.map(str::to_string),
-            tool: claim.tool.to_string(),
+            principal: ask.principal.map(str::to_string),
+            tool: ask.tool.to_string(),
             caps: [
                 caps.calls,
                 caps.fuel,
-                caps.wall_time_ms,
+                caps.wall_ms,
                 caps.result_bytes,
-                claim.calls_per_session,
+                ask.tool_calls,
             ]
             .map(|v| v.map(big)),
-            wanted: [
-                claim.limits.fuel,
-                claim.limits.wall_time_ms,
-                claim.limits.result_bytes,
-            ]
-            .map(big),
+            wanted: [ask.wanted.fuel, ask.wanted.wall_ms, ask.wanted.result_bytes].map(big),
             deadline,
             reply,
         };
@@ -113,20 +115,23 @@ impl SharedLedger {
         let figure = |i: usize| small(answer.figures[i].unwrap_or(0));
         match answer.refusal.as_deref() {
             None => {
-                let limits = Limits {
+                let granted = Totals {
+                    calls: 1,
                     fuel: figure(3),
-                    wall_time_ms: figure(4),
+                    wall_ms: figure(4),
                     result_bytes: figure(5),
-                    memory_bytes: claim.limits.memory_bytes,
                 };
-                Ok((limits, Totals::held_for(&limits)))
+                Ok(Reserved {
+                    granted,
+                    held: granted,
+                })
             }
             Some("session_calls") => Err(BudgetError::SessionCalls {
                 limit: figure(0),
                 used: figure(1),
             }),
             Some("tool_calls") => Err(BudgetError::ToolCalls {
-                tool: claim.tool.to_string(),
+                tool: ask.tool.to_string(),
                 limit: figure(0),
                 used: figure(1),
             }),
@@ -147,13 +152,8 @@ impl SharedLedger {
         }
     }
 
-    /// The store's bound on a wait.
-    pub(crate) fn bound(&self) -> std::time::Duration {
-        self.db.op_timeout
-    }
-
     /// What the session has used so far, on every node.
-    pub(crate) async fn used(&self) -> Result<Totals, StoreError> {
+    async fn used_in_store(&self) -> Result<Totals, StoreError> {
         let key = self.key.clone();
         self.db
             .with("ledger read", async move |c| {
@@ -172,6 +172,61 @@ impl SharedLedger {
                 }))
             })
             .await
+    }
+}
+
+impl SharedLedger {
+    /// The charge of a call to commit with its record: the reservation `held` replaced by `used`.
+    fn charge(&self, held: Totals, used: Totals) -> Settlement {
+        Settlement {
+            ledger: self.key.clone(),
+            principal: self.principal.clone(),
+            held,
+            used,
+        }
+    }
+}
+
+impl LedgerPort for SharedLedger {
+    fn reserve<'a>(
+        &'a self,
+        ask: &'a Ask<'a>,
+        deadline: Instant,
+    ) -> BoxFuture<'a, Result<Reserved, BudgetError>> {
+        Box::pin(self.reserve_in_store(ask, deadline))
+    }
+
+    fn used(&self) -> BoxFuture<'_, Result<Totals, StoreError>> {
+        Box::pin(self.used_in_store())
+    }
+
+    /// The store's bound on a wait.
+    fn bound(&self) -> std::time::Duration {
+        self.db.op_timeout
+    }
+
+    fn settle(&self, _tool: &str, held: Totals, used: Totals) -> Option<Settlement> {
+        Some(self.charge(held, used))
+    }
+
+    fn unused(&self, _tool: &str, held: Totals) -> Option<Settlement> {
+        Some(self.charge(held, Totals::default()))
+    }
+
+    /// Nothing to do here: the reservation is released by the charge committed with the call's
+    /// record.
+    fn release(&self, _tool: &str, _held: Totals) {}
+
+    fn abandoned(&self, _held: Totals) {
+        // The reservation stays held in the database: charged in full.
+        tracing::warn!(
+            session = %self.key,
+            "a call ended without settling: its reservation stays charged in full"
+        );
+    }
+
+    fn describe(&self) -> String {
+        format!("shared {}", self.key)
     }
 }
 

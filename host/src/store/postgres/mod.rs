@@ -24,14 +24,17 @@
 //! pool, so the node recovers by itself when the database is back; an outage is logged once when
 //! it begins and once when it ends, with a count.
 
+mod db;
 mod health;
 mod journal;
 mod lease;
 mod ledger;
+mod migrate;
 mod revocations;
 
 pub use journal::MAX_BATCH;
 pub use ledger::SharedLedger;
+pub use migrate::{Migrated, migrate};
 pub use revocations::RevocationKeeper;
 
 use crate::budget::{Ledger, Settlement};
@@ -39,7 +42,9 @@ use crate::journal::{Entry, Filter, JournalError, Listed, Shown, Verification};
 use crate::record::CallRecord;
 use crate::revocation::Revocations;
 use crate::store::StoreError;
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+pub(crate) use db::Db;
+use db::{big, describe, next_batch, parse_config, shown, small};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use journal::{Pending, Writer};
 use revocations::Listener;
 use std::sync::Arc;
@@ -47,14 +52,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::NoTls;
 use tokio_util::sync::CancellationToken;
-
-/// The schema, one migration a step; a database records the steps it has had in `vak_schema`.
-const MIGRATIONS: &[(i32, &str)] = &[
-    (1, include_str!("0001_init.sql")),
-    (2, include_str!("0002_reserve_batch.sql")),
-    (3, include_str!("0003_write_ahead.sql")),
-    (4, include_str!("0004_leases.sql")),
-];
 
 /// How a node uses the shared store.
 #[derive(Debug, Clone)]
@@ -132,308 +129,6 @@ pub struct NodeStatus {
     pub revocation_ack: i64,
 }
 
-/// A connection pool with the store's timeout and fault classification.
-#[derive(Clone)]
-pub(crate) struct Db {
-    pool: Pool,
-    op_timeout: Duration,
-    health: Arc<health::Health>,
-}
-
-/// A pooled connection that is given back to the pool only after it served without a fault.
-struct Conn(Option<Object>);
-
-impl Conn {
-    fn client(&self) -> &Object {
-        // Set at creation; taken only by `discard`, which consumes the value.
-        self.0.as_ref().expect("a live connection")
-    }
-
-    /// Drop the connection instead of returning it: it failed or may still be busy.
-    fn discard(mut self) {
-        if let Some(o) = self.0.take() {
-            drop(Object::take(o));
-        }
-    }
-}
-
-/// `deadline`, or `op_timeout` from now if that comes first.
-fn capped(deadline: Instant, op_timeout: Duration) -> Instant {
-    deadline.min(Instant::now() + op_timeout)
-}
-
-impl Db {
-    async fn conn(&self, what: &'static str) -> Result<Conn, StoreError> {
-        self.conn_by(what, Instant::now() + self.op_timeout).await
-    }
-
-    /// A connection, waited for until `deadline` at most.
-    async fn conn_by(&self, what: &'static str, deadline: Instant) -> Result<Conn, StoreError> {
-        let began = Instant::now();
-        let got = tokio::time::timeout_at(deadline.into(), self.pool.get()).await;
-        let outcome = match got {
-            Ok(Ok(o)) => return Ok(Conn(Some(o))),
-            Ok(Err(e)) => StoreError::Unavailable {
-                what,
-                message: causes(&e),
-            },
-            Err(_) => timed_out(what, began),
-        };
-        self.health.failed(what, &outcome);
-        Err(outcome)
-    }
-
-    /// Run `f` on a pooled connection within the timeout; a connection that failed is dropped.
-    async fn with<T, F>(&self, what: &'static str, f: F) -> Result<T, StoreError>
-    where
-        F: AsyncFnOnce(&Object) -> Result<T, tokio_postgres::Error>,
-    {
-        self.with_by(what, Instant::now() + self.op_timeout, f)
-            .await
-    }
-
-    /// Run `f` on a pooled connection, answered by `deadline` (and within the timeout) whatever
-    /// the database does; a connection that failed or timed out is dropped.
-    async fn with_by<T, F>(
-        &self,
-        what: &'static str,
-        deadline: Instant,
-        f: F,
-    ) -> Result<T, StoreError>
-    where
-        F: AsyncFnOnce(&Object) -> Result<T, tokio_postgres::Error>,
-    {
-        let deadline = capped(deadline, self.op_timeout);
-        let began = Instant::now();
-        let conn = self.conn_by(what, deadline).await?;
-        let outcome = match tokio::time::timeout_at(deadline.into(), f(conn.client())).await {
-            Ok(Ok(v)) => {
-                self.health.answered();
-                return Ok(v);
-            }
-            Ok(Err(e)) => {
-                conn.discard();
-                classify(what, &e)
-            }
-            Err(_) => {
-                conn.discard();
-                timed_out(what, began)
-            }
-        };
-        match &outcome {
-            StoreError::Unavailable { .. } => self.health.failed(what, &outcome),
-            // The database answered: it is there.
-            _ => self.health.answered(),
-        }
-        Err(outcome)
-    }
-}
-
-/// `what` got no answer since `began`.
-fn timed_out(what: &'static str, began: Instant) -> StoreError {
-    StoreError::Unavailable {
-        what,
-        message: format!("no answer within {} ms", began.elapsed().as_millis()),
-    }
-}
-
-/// A database error as a [`StoreError`]: a conflict, out of reach, or refused.
-fn classify(what: &'static str, e: &tokio_postgres::Error) -> StoreError {
-    let message = describe(e);
-    if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
-        StoreError::Conflict { what, message }
-    } else if unavailable(e) {
-        StoreError::Unavailable { what, message }
-    } else {
-        StoreError::Database { what, message }
-    }
-}
-
-/// The next group of a queue: wait for one item, then take every item already waiting (up to
-/// `max`), so that one statement serves them all. `None` once the queue is closed and empty;
-/// when `stop` fires, the queue is closed and what it holds is still handed out.
-async fn next_batch<T>(
-    queue: &mut mpsc::UnboundedReceiver<T>,
-    stop: &CancellationToken,
-    max: usize,
-) -> Option<Vec<T>> {
-    let first = loop {
-        tokio::select! {
-            biased;
-            item = queue.recv() => break item?,
-            () = stop.cancelled() => queue.close(),
-        }
-    };
-    let mut batch = vec![first];
-    while batch.len() < max {
-        match queue.try_recv() {
-            Ok(item) => batch.push(item),
-            Err(_) => break,
-        }
-    }
-    Some(batch)
-}
-
-/// Whether `e` means "out of reach" (retryable) rather than "refused": a broken connection, a
-/// server shutting down or starting, too many connections, a conflict to retry.
-fn unavailable(e: &tokio_postgres::Error) -> bool {
-    match e.as_db_error() {
-        None => true,
-        Some(db) => {
-            let code = db.code().code();
-            code.starts_with("08")
-                || code.starts_with("53")
-                || code.starts_with("57P")
-                || code == "40001"
-                || code == "40P01"
-        }
-    }
-}
-
-/// What went wrong, in the database's words where it answered (its message, SQLSTATE and
-/// constraint), else the driver's whole chain of causes.
-fn describe(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => {
-            let mut m = format!("{} (SQLSTATE {})", db.message(), db.code().code());
-            if let Some(c) = db.constraint() {
-                m.push_str(&format!(", constraint {c}"));
-            }
-            m
-        }
-        None => causes(e),
-    }
-}
-
-/// An error and its causes, `: `-separated (drivers put the useful part in the causes).
-fn causes(e: &dyn std::error::Error) -> String {
-    let mut m = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        m.push_str(": ");
-        m.push_str(&c.to_string());
-        cause = c.source();
-    }
-    m
-}
-
-/// A figure for a `bigint` column (the database has no unsigned type; nothing real is that big).
-fn big(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-fn small(v: i64) -> u64 {
-    u64::try_from(v).unwrap_or(0)
-}
-
-/// The database address without its password, for messages.
-fn shown(config: &tokio_postgres::Config) -> String {
-    use tokio_postgres::config::Host;
-    let host = match config.get_hosts().first() {
-        Some(Host::Tcp(h)) => h.clone(),
-        Some(Host::Unix(p)) => p.display().to_string(),
-        None => "localhost".into(),
-    };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    format!(
-        "postgres://{}@{host}:{port}/{}",
-        config.get_user().unwrap_or(""),
-        config.get_dbname().unwrap_or("")
-    )
-}
-
-fn parse_config(url: &str) -> Result<tokio_postgres::Config, StoreError> {
-    let mut config: tokio_postgres::Config = url
-        .parse()
-        .map_err(|e: tokio_postgres::Error| StoreError::Config(e.to_string()))?;
-    if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-        return Err(StoreError::Config(
-            "sslmode=require: this vak connects without TLS; reach the database over loopback, a \
-             private network or a TLS tunnel, and leave sslmode out"
-                .into(),
-        ));
-    }
-    if config.get_connect_timeout().is_none() {
-        config.connect_timeout(Duration::from_secs(3));
-    }
-    config.keepalives(true);
-    config.keepalives_idle(Duration::from_secs(30));
-    Ok(config)
-}
-
-/// What `migrate` did.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Migrated {
-    /// The schema version before.
-    pub from: i32,
-    /// The versions applied now (empty: it was up to date).
-    pub applied: Vec<i32>,
-}
-
-/// Bring the database at `url` to this vak's schema (under an advisory lock, so that nodes
-/// starting together migrate once). Refuses a database migrated by a newer vak.
-pub async fn migrate(url: &str) -> Result<Migrated, StoreError> {
-    let config = parse_config(url)?;
-    let unreachable = |e: tokio_postgres::Error| StoreError::Unavailable {
-        what: "migration",
-        message: describe(&e),
-    };
-    let (mut client, connection) = config.connect(NoTls).await.map_err(unreachable)?;
-    let driver = tokio::spawn(connection);
-    let failed = |e: tokio_postgres::Error| StoreError::Database {
-        what: "migration",
-        message: describe(&e),
-    };
-    // One constant lock id for every vak: its migrations are serialized.
-    const LOCK: i64 = 0x7661_6b5f_6d69_6772; // "vak_migr"
-    client
-        .execute("SELECT pg_advisory_lock($1)", &[&LOCK])
-        .await
-        .map_err(failed)?;
-    let done = async {
-        client
-            .batch_execute(
-                "CREATE TABLE IF NOT EXISTS vak_schema (
-                     version integer PRIMARY KEY,
-                     applied_at timestamptz NOT NULL DEFAULT now(),
-                     applied_by text NOT NULL
-                 )",
-            )
-            .await
-            .map_err(failed)?;
-        let from: i32 = client
-            .query_one("SELECT coalesce(max(version), 0) FROM vak_schema", &[])
-            .await
-            .map_err(failed)?
-            .get(0);
-        let known = MIGRATIONS.last().map_or(0, |m| m.0);
-        if from > known {
-            return Err(StoreError::SchemaTooNew { found: from, known });
-        }
-        let mut applied = Vec::new();
-        for (version, sql) in MIGRATIONS.iter().filter(|m| m.0 > from) {
-            let tx = client.transaction().await.map_err(failed)?;
-            tx.batch_execute(sql).await.map_err(failed)?;
-            tx.execute(
-                "INSERT INTO vak_schema (version, applied_by) VALUES ($1, $2)",
-                &[version, &format!("vak {}", env!("CARGO_PKG_VERSION"))],
-            )
-            .await
-            .map_err(failed)?;
-            tx.commit().await.map_err(failed)?;
-            applied.push(*version);
-        }
-        Ok(Migrated { from, applied })
-    }
-    .await;
-    let _ = client
-        .execute("SELECT pg_advisory_unlock($1)", &[&LOCK])
-        .await;
-    drop(client);
-    let _ = driver.await;
-    done
-}
-
 /// A node's connection to the shared store.
 pub struct PgStore {
     db: Db,
@@ -497,11 +192,11 @@ impl PgStore {
             health: Arc::default(),
         };
         let revocations = Arc::new(Revocations::shared(
-            RevocationKeeper {
+            Arc::new(RevocationKeeper {
                 db: db.clone(),
                 node: options.node.clone(),
                 bound: options.op_timeout,
-            },
+            }),
             options.max_staleness,
         ));
         let lease = match options.register {
@@ -656,12 +351,12 @@ impl PgStore {
 
     /// The ledger keyed `key` (a row every node charges), for a session of `principal`.
     pub(crate) fn ledger(&self, key: &str, principal: Option<&str>) -> Ledger {
-        Ledger::shared(SharedLedger {
+        Ledger::on(Arc::new(SharedLedger {
             db: self.db.clone(),
             reserver: self.reserver.clone(),
             key: key.to_string(),
             principal: principal.map(str::to_string),
-        })
+        }))
     }
 
     /// Append `record` (with its ledger charge) to this node's chain; answered once committed,

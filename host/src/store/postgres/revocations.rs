@@ -3,8 +3,11 @@
 
 use super::lease::Lease;
 use super::{Db, describe};
-use crate::revocation::{Confirmation, RevocationEntry, Revocations};
+use crate::revocation::{
+    Confirmation, RevocationEntry, RevocationError, RevocationLog, Revocations,
+};
 use crate::store::StoreError;
+use futures::future::BoxFuture;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,7 +32,7 @@ impl std::fmt::Debug for RevocationKeeper {
 
 impl RevocationKeeper {
     /// Insert `entry` and notify every listening node in the same statement; its id.
-    pub(crate) async fn insert(&self, entry: &RevocationEntry) -> Result<i64, StoreError> {
+    async fn insert(&self, entry: &RevocationEntry) -> Result<i64, StoreError> {
         let text = serde_json::to_string(entry).unwrap_or_default();
         let node = self.node.clone();
         self.db
@@ -48,6 +51,19 @@ impl RevocationKeeper {
     }
 }
 
+impl RevocationLog for RevocationKeeper {
+    fn record<'a>(
+        &'a self,
+        entry: &'a RevocationEntry,
+    ) -> BoxFuture<'a, Result<Option<i64>, RevocationError>> {
+        Box::pin(async move { Ok(Some(self.insert(entry).await?)) })
+    }
+
+    fn barrier(&self, id: i64) -> BoxFuture<'_, Option<Confirmation>> {
+        Box::pin(async move { Some(self.await_confirmations(id).await) })
+    }
+}
+
 /// Which nodes hold their name, whether each applied revocation `$1`, and whether its view has
 /// lapsed (no heartbeat within its staleness bound, 50 ms of margin added: it then refuses every
 /// call on its own until it has read what is new), or it stopped.
@@ -61,7 +77,7 @@ impl RevocationKeeper {
     /// Wait until every node live now has applied revocation `id` (from its admission path:
     /// its view holds it, then it says so), or its view lapsed (it refuses every call until it
     /// has read it), or the bound passed: which nodes did what.
-    pub(crate) async fn barrier(&self, id: i64) -> Confirmation {
+    async fn await_confirmations(&self, id: i64) -> Confirmation {
         let began = Instant::now();
         let deadline = began + self.bound;
         let mut confirmation = Confirmation::default();

@@ -1,0 +1,249 @@
+//! Reading a local journal: listing calls, showing one call's entries checked, and verifying
+//! every chain, with the chain's own checks (`vak_core::chain`).
+
+use super::{Filter, Journal, JournalError, Kind, Listed, STARTED_STATUS, Shown, Verification};
+use super::{chain, log};
+use rusqlite::{Connection, OptionalExtension, params};
+use std::collections::HashMap;
+use std::sync::MutexGuard;
+
+impl Journal {
+    /// The reader, once every entry this journal has acknowledged is in the database.
+    fn read(&self) -> Result<MutexGuard<'_, Connection>, JournalError> {
+        self.index.caught_up(&self.path)?;
+        Ok(self.reader.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Whether the call started at `chain_seq` of `chain`, without a record, is running now: its
+    /// chain's log is held, by the process that took the chain at or before that entry.
+    fn running(
+        &self,
+        conn: &Connection,
+        cache: &mut HashMap<String, Option<i64>>,
+        chain: &str,
+        chain_seq: i64,
+    ) -> Result<bool, JournalError> {
+        let since = match cache.get(chain) {
+            Some(s) => *s,
+            None => {
+                let since = match log::is_live(&self.path, chain) {
+                    false => None,
+                    true => conn
+                        .query_row("SELECT since FROM chains WHERE chain = ?1", [chain], |r| {
+                            r.get::<_, i64>(0)
+                        })
+                        .optional()
+                        .map_err(|e| self.err(e))?,
+                };
+                cache.insert(chain.to_string(), since);
+                since
+            }
+        };
+        Ok(since.is_some_and(|s| chain_seq >= s))
+    }
+
+    /// Calls matching `filter`, newest first across every chain: each call's final record, or
+    /// its `started` entry (as `interrupted` or `running`) when it has none.
+    pub fn list(&self, filter: &Filter) -> Result<Vec<Listed>, JournalError> {
+        let conn = self.read()?;
+        let unfinished = matches!(filter.status.as_deref(), Some("interrupted" | "running"));
+        let status = match unfinished {
+            true => Some(STARTED_STATUS.to_string()),
+            false => filter.status.clone(),
+        };
+        let mut stmt = conn
+            .prepare(
+                "SELECT r.seq, r.chain, r.chain_seq, r.kind, r.call_id, r.tool, r.status, r.stage,
+                        r.principal, r.received_at
+                 FROM records r
+                 WHERE (r.kind = 'record' OR NOT EXISTS (
+                           SELECT 1 FROM records f
+                           WHERE f.call_id = r.call_id AND f.chain = r.chain AND f.kind = 'record'))
+                   AND (?1 IS NULL OR r.tool = ?1) AND (?2 IS NULL OR r.status = ?2)
+                   AND (?3 IS NULL OR r.stage = ?3) AND (?4 IS NULL OR r.principal = ?4)
+                   AND (?5 IS NULL OR r.received_at >= ?5)
+                 ORDER BY r.received_at DESC, r.seq DESC LIMIT ?6",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(
+                params![
+                    filter.tool,
+                    status,
+                    filter.stage,
+                    filter.principal,
+                    filter.since,
+                    filter.limit.unwrap_or(100)
+                ],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(1)?,
+                        r.get::<_, i64>(2)?,
+                        Kind::parse(&r.get::<_, String>(3)?),
+                        Listed {
+                            seq: r.get(0)?,
+                            node: None,
+                            call_id: r.get(4)?,
+                            tool: r.get(5)?,
+                            status: r.get(6)?,
+                            stage: r.get(7)?,
+                            principal: r.get(8)?,
+                            received_at: r.get(9)?,
+                        },
+                    ))
+                },
+            )
+            .map_err(|e| self.err(e))?;
+        let rows: Vec<_> = rows.collect::<Result<_, _>>().map_err(|e| self.err(e))?;
+        let mut live = HashMap::new();
+        let mut out = Vec::with_capacity(rows.len());
+        for (chain, chain_seq, kind, mut listed) in rows {
+            if kind == Kind::Started {
+                let running = self.running(&conn, &mut live, &chain, chain_seq)?;
+                listed.status = if running { "running" } else { "interrupted" }.to_string();
+                if unfinished && filter.status.as_deref() != Some(listed.status.as_str()) {
+                    continue;
+                }
+            }
+            listed.node = (chain != log::LEGACY).then_some(chain);
+            out.push(listed);
+        }
+        Ok(out)
+    }
+
+    /// The entries of the calls `id` names, as vak's call id or as the provider's (which a model
+    /// chose: several calls may have it), oldest first: each call's final record, or its
+    /// `started` entry when it has none; each checked (its hash, its links in its chain, its
+    /// signature).
+    pub fn show(&self, id: &str) -> Result<Vec<Shown>, JournalError> {
+        let conn = self.read()?;
+        let mut stmt = conn
+            .prepare(
+                "SELECT seq, chain, chain_seq, kind, call_id, tool, status, received_at, record,
+                        prev_hash, hash
+                 FROM records WHERE call_id = ?1 OR provider_call_id = ?1
+                 ORDER BY received_at, seq LIMIT 1000",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([id], |r| {
+                Ok((
+                    chain::Stored {
+                        seq: r.get(0)?,
+                        chain: r.get(1)?,
+                        legacy: false,
+                        chain_seq: r.get(2)?,
+                        kind: Some(Kind::parse(&r.get::<_, String>(3)?)),
+                        call_id: r.get(4)?,
+                        text: r.get(8)?,
+                        prev_hash: r.get(9)?,
+                        hash: r.get(10)?,
+                    },
+                    r.get::<_, String>(5)?,
+                    r.get::<_, String>(6)?,
+                    r.get::<_, String>(7)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        let rows: Vec<_> = rows.collect::<Result<_, _>>().map_err(|e| self.err(e))?;
+        let mut live = HashMap::new();
+        let mut shown: Vec<Shown> = Vec::new();
+        // A call's record where it has one; else its `started` entry.
+        let finished: std::collections::HashSet<String> = rows
+            .iter()
+            .filter(|(s, ..)| s.kind == Some(Kind::Record))
+            .map(|(s, ..)| s.call_id.clone())
+            .collect();
+        for (mut stored, tool, mut status, received_at) in rows {
+            let kind = stored.kind.unwrap_or(Kind::Record);
+            if kind == Kind::Started && finished.contains(&stored.call_id) {
+                continue;
+            }
+            stored.legacy = stored.chain == log::LEGACY;
+            if kind == Kind::Started {
+                let running = self.running(&conn, &mut live, &stored.chain, stored.chain_seq)?;
+                status = if running { "running" } else { "interrupted" }.to_string();
+            }
+            let neighbour = |seq: i64, column: &str| {
+                conn.query_row(
+                    &format!("SELECT {column} FROM records WHERE chain = ?1 AND chain_seq = ?2"),
+                    params![stored.chain, seq],
+                    |r| r.get::<_, String>(0),
+                )
+                .optional()
+                .map_err(|e| self.err(e))
+            };
+            let before = match stored.chain_seq {
+                1 => Some(chain::GENESIS.to_string()),
+                n => neighbour(n - 1, "hash")?,
+            };
+            let after = neighbour(stored.chain_seq + 1, "prev_hash")?;
+            let check = chain::check_links(&stored, before.as_deref(), after.as_deref());
+            shown.push(Shown {
+                seq: stored.seq,
+                node: (!stored.legacy).then(|| stored.chain.clone()),
+                chain_seq: stored.chain_seq,
+                kind,
+                call_id: stored.call_id,
+                tool,
+                status,
+                received_at,
+                text: stored.text,
+                check,
+            });
+        }
+        Ok(shown)
+    }
+
+    /// Walk every chain: each entry's link to the one before, its hash, and its signature
+    /// (against `trusted` when given).
+    pub fn verify(&self, trusted: Option<&str>) -> Result<Verification, JournalError> {
+        self.verify_any(trusted.as_slice())
+    }
+
+    /// [`Journal::verify`], requiring (unless `trusted` is empty) one of `trusted` to have
+    /// signed every entry.
+    pub fn verify_any(&self, trusted: &[impl AsRef<str>]) -> Result<Verification, JournalError> {
+        let conn = self.read()?;
+        let mut stmt = conn
+            .prepare(
+                "SELECT seq, chain, chain_seq, kind, call_id, record, prev_hash, hash
+                 FROM records ORDER BY chain, chain_seq",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
+        let mut check = chain::ChainCheck::default();
+        let mut first_bad = None;
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            let chain: String = row.get(1).map_err(|e| self.err(e))?;
+            let stored = chain::Stored {
+                seq: row.get(0).map_err(|e| self.err(e))?,
+                legacy: chain == log::LEGACY,
+                chain,
+                chain_seq: row.get(2).map_err(|e| self.err(e))?,
+                kind: Some(Kind::parse(
+                    &row.get::<_, String>(3).map_err(|e| self.err(e))?,
+                )),
+                call_id: row.get(4).map_err(|e| self.err(e))?,
+                text: row.get(5).map_err(|e| self.err(e))?,
+                prev_hash: row.get(6).map_err(|e| self.err(e))?,
+                hash: row.get(7).map_err(|e| self.err(e))?,
+            };
+            if let Some(why) = check.next(&stored, trusted) {
+                first_bad = Some((stored.seq, why));
+                break;
+            }
+        }
+        let mut v = check.finish(first_bad);
+        let mut live = HashMap::new();
+        let unfinished = std::mem::take(&mut v.interrupted);
+        for u in unfinished {
+            let chain = u.chain.as_deref().unwrap_or(log::LEGACY);
+            match self.running(&conn, &mut live, chain, u.chain_seq)? {
+                true => v.running.push(u),
+                false => v.interrupted.push(u),
+            }
+        }
+        Ok(v)
+    }
+}
