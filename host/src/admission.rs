@@ -207,6 +207,20 @@ pub enum AdmissionError {
     DuplicateName { tool: String },
 }
 
+impl From<crate::dispatch::CompileError> for AdmissionError {
+    fn from(e: crate::dispatch::CompileError) -> Self {
+        use crate::dispatch::CompileError as C;
+        match e {
+            C::Compile(m) => AdmissionError::Compile(m),
+            C::TooLarge { size, limit } => AdmissionError::TooLarge { size, limit },
+            C::CompileTimeout { limit_ms } => AdmissionError::CompileTimeout { limit_ms },
+            C::CodeOverBound(r) => AdmissionError::CodeOverBound(r),
+            C::CompileMemory { limit_bytes } => AdmissionError::CompileMemory { limit_bytes },
+            C::CompileHost(m) => AdmissionError::CompileHost(m),
+        }
+    }
+}
+
 impl AdmissionError {
     /// A stable snake_case name of the condition.
     pub fn kind(&self) -> &'static str {

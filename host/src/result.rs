@@ -1,7 +1,7 @@
 //! Typed result and evidence: the component's own return, kept as returned, measured against the
 //! result-size limit, with its digest in the record. The host never rewrites it.
 
-use crate::dispatch::bindings::vak::tool::types as wit;
+use crate::bindings::vak::tool::types as wit;
 use crate::record::{AttachmentRecord, EvidenceRecord, ToolErrorRecord, ToolResultRecord};
 use crate::stage::{Stage, StageError};
 use serde_json::json;

@@ -17,7 +17,7 @@ pub use vak_core::ports::revocations::{
     Confirmation, Revocation, RevocationEntry, RevocationError, RevocationLog,
 };
 
-use crate::capabilities::Capability;
+use vak_core::types::Capability;
 use futures::future::BoxFuture;
 use serde::Serialize;
 use std::io::Write as _;

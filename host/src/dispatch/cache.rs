@@ -2,7 +2,7 @@
 //! configuration); later starts deserialize the artifact instead of compiling.
 
 use super::engine::RuntimeError;
-use crate::admission::AdmissionError;
+use super::compile::CompileError;
 use crate::digest::{Sha256Hasher, sha256_hex};
 use sha2::Digest;
 use std::hash::Hash;
@@ -105,14 +105,14 @@ impl AotCache {
         engine: &Engine,
         component_digest: &str,
         artifact: &[u8],
-    ) -> Result<Component, AdmissionError> {
+    ) -> Result<Component, CompileError> {
         // SAFETY: `artifact` is the output of `precompile_component` for this engine's
         // configuration, made just now by this process or by the compile worker this host
         // started (the program the operator named, given this engine's settings); wasmtime
         // checks its header against this engine before using it.
         // Refused here: what this engine's pools cannot hold (a table of 50 million elements).
         let component = unsafe { Component::deserialize(engine, artifact) }
-            .map_err(|e| AdmissionError::Compile(format!("{e:#}")))?;
+            .map_err(|e| CompileError::Compile(format!("{e:#}")))?;
         if let Some(path) = self.path_for(component_digest) {
             write_atomically(&path, artifact);
         }

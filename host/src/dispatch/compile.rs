@@ -19,7 +19,6 @@
 
 use super::code::CodeFigures;
 use super::engine::{Allocation, EngineSettings, Metering, Runtime, engine_config};
-use crate::admission::AdmissionError;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -27,6 +26,24 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+/// Why a component was not compiled: the admission stage reports each as its own
+/// `AdmissionError` (same words), with its kind and whether a retry helps.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    #[error("not a WebAssembly component this engine can compile: {0}")]
+    Compile(String),
+    #[error("the component is {size} bytes; this host compiles components of at most {limit}")]
+    TooLarge { size: usize, limit: usize },
+    #[error("the component did not compile within {limit_ms} ms; refused")]
+    CompileTimeout { limit_ms: u64 },
+    #[error("the component's code is past this host's compile bounds: {0}")]
+    CodeOverBound(super::code::CodeRefusal),
+    #[error("compiling the component needed more than {limit_bytes} bytes of memory; refused")]
+    CompileMemory { limit_bytes: u64 },
+    #[error("the host could not compile the component: {0}")]
+    CompileHost(String),
+}
 
 /// The first argument that makes the `vak` binary a compile worker (see [`worker_main`]).
 pub const WORKER_ARG: &str = "__vak-compile-worker";
@@ -53,10 +70,10 @@ impl Runtime {
         &self,
         bytes: &[u8],
         digest: &str,
-    ) -> Result<Compiled, AdmissionError> {
+    ) -> Result<Compiled, CompileError> {
         let settings = &self.settings;
         if bytes.len() > settings.max_component_bytes {
-            return Err(AdmissionError::TooLarge {
+            return Err(CompileError::TooLarge {
                 size: bytes.len(),
                 limit: settings.max_component_bytes,
             });
@@ -74,8 +91,8 @@ impl Runtime {
         let figures = blocking(move || super::code::measure(&measured, &limits))
             .await?
             .map_err(|e| match e {
-                super::code::CodeError::Malformed(m) => AdmissionError::Compile(m),
-                super::code::CodeError::Refused(r) => AdmissionError::CodeOverBound(r),
+                super::code::CodeError::Malformed(m) => CompileError::Compile(m),
+                super::code::CodeError::Refused(r) => CompileError::CodeOverBound(r),
             })?;
 
         // A place among the compiles that may run at once; waiting for it is not compiling.
@@ -84,7 +101,7 @@ impl Runtime {
             .clone()
             .acquire_owned()
             .await
-            .map_err(|_| AdmissionError::CompileHost("the compile queue was closed".into()))?;
+            .map_err(|_| CompileError::CompileHost("the compile queue was closed".into()))?;
         let started = Instant::now();
         let artifact = match &settings.compile_worker {
             Some(program) => {
@@ -118,10 +135,10 @@ impl Runtime {
 /// Run `f` on a blocking thread.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, AdmissionError> {
+) -> Result<T, CompileError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| AdmissionError::CompileHost(format!("the admission task failed: {e}")))
+        .map_err(|e| CompileError::CompileHost(format!("the admission task failed: {e}")))
 }
 
 /// Compile on a thread of this process with a Cranelift pool of its own. When the timeout ends
@@ -133,7 +150,7 @@ async fn compile_on_own_threads(
     bytes: Arc<[u8]>,
     permit: tokio::sync::OwnedSemaphorePermit,
     settings: &EngineSettings,
-) -> Result<Vec<u8>, AdmissionError> {
+) -> Result<Vec<u8>, CompileError> {
     let timeout = settings.compile_timeout;
     let abandoned = Arc::new(AtomicBool::new(false));
     let gave_up = abandoned.clone();
@@ -150,16 +167,16 @@ async fn compile_on_own_threads(
             }
             let _ = tx.send(artifact);
         })
-        .map_err(|e| AdmissionError::CompileHost(format!("no thread to compile on: {e}")))?;
+        .map_err(|e| CompileError::CompileHost(format!("no thread to compile on: {e}")))?;
     match tokio::time::timeout(timeout, rx).await {
         Ok(Ok(Ok(artifact))) => Ok(artifact),
-        Ok(Ok(Err(message))) => Err(AdmissionError::Compile(message)),
-        Ok(Err(_)) => Err(AdmissionError::Compile(
+        Ok(Ok(Err(message))) => Err(CompileError::Compile(message)),
+        Ok(Err(_)) => Err(CompileError::Compile(
             "the compiler stopped without an answer (it panicked)".into(),
         )),
         Err(_) => {
             abandoned.store(true, Ordering::Release);
-            Err(AdmissionError::CompileTimeout {
+            Err(CompileError::CompileTimeout {
                 limit_ms: timeout.as_millis() as u64,
             })
         }
@@ -211,7 +228,7 @@ async fn compile_in_worker(
     program: &Path,
     settings: &EngineSettings,
     bytes: &[u8],
-) -> Result<Vec<u8>, AdmissionError> {
+) -> Result<Vec<u8>, CompileError> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut child = tokio::process::Command::new(program)
         .args(worker_args(settings))
@@ -221,7 +238,7 @@ async fn compile_in_worker(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| {
-            AdmissionError::CompileHost(format!(
+            CompileError::CompileHost(format!(
                 "cannot start the compile worker {}: {e}",
                 program.display()
             ))
@@ -229,7 +246,7 @@ async fn compile_in_worker(
     let (Some(mut stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
-        return Err(AdmissionError::CompileHost(
+        return Err(CompileError::CompileHost(
             "the compile worker has no pipes".into(),
         ));
     };
@@ -263,34 +280,34 @@ async fn compile_in_worker(
         tokio::time::timeout(settings.compile_timeout, work).await
     else {
         // Dropping `work` dropped the child: `kill_on_drop` ends it, and tokio reaps it.
-        return Err(AdmissionError::CompileTimeout {
+        return Err(CompileError::CompileTimeout {
             limit_ms: settings.compile_timeout.as_millis() as u64,
         });
     };
     let message = String::from_utf8_lossy(&message);
     let status =
-        status.map_err(|e| AdmissionError::CompileHost(format!("lost the compile worker: {e}")))?;
+        status.map_err(|e| CompileError::CompileHost(format!("lost the compile worker: {e}")))?;
     if message.contains("memory allocation of") || status.code() == Some(WORKER_OUT_OF_MEMORY) {
-        return Err(AdmissionError::CompileMemory {
+        return Err(CompileError::CompileMemory {
             limit_bytes: settings.compile_memory_bytes,
         });
     }
     if status.code() == Some(WORKER_REFUSED) {
-        return Err(AdmissionError::Compile(cut(
+        return Err(CompileError::Compile(cut(
             message.trim(),
             MAX_WORKER_MESSAGE,
         )));
     }
     if !status.success() {
-        return Err(AdmissionError::CompileHost(format!(
+        return Err(CompileError::CompileHost(format!(
             "the compile worker ended with {status}: {}",
             cut(message.trim(), MAX_WORKER_MESSAGE)
         )));
     }
     let artifact = artifact
-        .map_err(|e| AdmissionError::CompileHost(format!("reading the compile worker: {e}")))?;
+        .map_err(|e| CompileError::CompileHost(format!("reading the compile worker: {e}")))?;
     if artifact.len() as u64 > most {
-        return Err(AdmissionError::CompileMemory {
+        return Err(CompileError::CompileMemory {
             limit_bytes: settings.compile_memory_bytes,
         });
     }

@@ -18,6 +18,7 @@ pub mod linker;
 pub mod run;
 pub mod state;
 
+pub use compile::CompileError;
 pub use engine::{EngineSettings, Runtime};
 pub use run::{DispatchError, DispatchReport, GuestReturn};
 
