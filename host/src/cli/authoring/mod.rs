@@ -7,6 +7,7 @@
 //! `wit/` with this host's `vak:tool` package as its dependency, so what they build against is
 //! exactly the version this `vak` accepts.
 
+pub mod commands;
 mod js;
 mod python;
 mod rust;
