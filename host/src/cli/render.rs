@@ -358,7 +358,7 @@ pub fn tools(host: &Host) -> String {
 }
 
 /// The bench table.
-pub fn bench(r: &vak_host::bench::Report) -> String {
+pub fn bench(r: &super::bench::Report) -> String {
     let mut out = String::new();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let _ = writeln!(
