@@ -10,6 +10,22 @@ use crate::dispatch::state::CallState;
 use crate::signing::HostKey;
 use wasmtime::Store;
 
+/// Why a raw call could not be set up or made.
+#[derive(Debug, thiserror::Error)]
+pub enum RawCallError {
+    #[error("no tool `{0}`")]
+    NoTool(String),
+    /// The variant engine, or the component compiled and linked for it (with its causes).
+    #[error("{0:#}")]
+    Setup(wasmtime::Error),
+    /// The store, the instance or the call, as wasmtime reports it.
+    #[error("{0}")]
+    Call(wasmtime::Error),
+    /// The tool's own error message.
+    #[error("{0}")]
+    Tool(String),
+}
+
 /// The baseline: a fresh store and instance of the tool's pre-linked component, and a call, on
 /// the same engine and with the same limits as the lifecycle, and nothing else (no proposal,
 /// schema, permission, budget, evidence, outcome, projection, record, signature or journal).
@@ -37,7 +53,7 @@ impl<'a> RawCall<'a> {
     }
 
     /// One fresh instance and call.
-    pub async fn once(&self) -> Result<(), String> {
+    pub async fn once(&self) -> Result<(), RawCallError> {
         fresh_call(
             &self.runtime.engine,
             &self.tool.pre,
@@ -74,13 +90,15 @@ impl EngineVariantCall {
         limits: crate::record::Limits,
         allocation: crate::dispatch::engine::Allocation,
         metering: crate::dispatch::engine::Metering,
-    ) -> Result<EngineVariantCall, String> {
-        let admitted = host.tool(tool).ok_or_else(|| format!("no tool `{tool}`"))?;
+    ) -> Result<EngineVariantCall, RawCallError> {
+        let admitted = host
+            .tool(tool)
+            .ok_or_else(|| RawCallError::NoTool(tool.to_string()))?;
         let config =
             crate::dispatch::engine::engine_config(&host.runtime().settings, allocation, metering);
-        let engine = wasmtime::Engine::new(&config).map_err(|e| format!("{e:#}"))?;
-        let component = wasmtime::component::Component::new(&engine, component)
-            .map_err(|e| format!("{e:#}"))?;
+        let engine = wasmtime::Engine::new(&config).map_err(RawCallError::Setup)?;
+        let component =
+            wasmtime::component::Component::new(&engine, component).map_err(RawCallError::Setup)?;
         // The capabilities admission linked, as its verdict recorded them.
         let grants: crate::dispatch::linker::GrantSet = match &admitted.examination.verdict {
             crate::admission::Verdict::Admitted { granted } => granted.iter().copied().collect(),
@@ -88,12 +106,12 @@ impl EngineVariantCall {
         };
         let linker = crate::dispatch::linker::Linkers::default()
             .for_grants(&engine, &grants)
-            .map_err(|e| format!("{e:#}"))?;
+            .map_err(RawCallError::Setup)?;
         let pre = linker
             .instantiate_pre(&component)
-            .map_err(|e| format!("{e:#}"))?;
+            .map_err(RawCallError::Setup)?;
         let pre =
-            crate::dispatch::bindings::SandboxedToolPre::new(pre).map_err(|e| format!("{e:#}"))?;
+            crate::dispatch::bindings::SandboxedToolPre::new(pre).map_err(RawCallError::Setup)?;
         Ok(EngineVariantCall {
             engine,
             pre,
@@ -105,7 +123,7 @@ impl EngineVariantCall {
     }
 
     /// One fresh instance and call, as [`RawCall::once`].
-    pub async fn once(&self) -> Result<(), String> {
+    pub async fn once(&self) -> Result<(), RawCallError> {
         fresh_call(
             &self.engine,
             &self.pre,
@@ -127,12 +145,12 @@ async fn fresh_call(
     metering: crate::dispatch::engine::Metering,
     limits: &crate::record::Limits,
     arguments: &str,
-) -> Result<(), String> {
+) -> Result<(), RawCallError> {
     let broker = Broker::new("bench".into(), Some(grant.clone()));
     let mut store = Store::new(engine, CallState::new(broker, limits.memory_bytes));
     store.limiter(|s| &mut s.limiter);
     if metering.fuel {
-        store.set_fuel(limits.fuel).map_err(|e| e.to_string())?;
+        store.set_fuel(limits.fuel).map_err(RawCallError::Call)?;
     }
     if metering.epoch {
         store.set_epoch_deadline(limits.wall_time_ms + 1);
@@ -141,13 +159,13 @@ async fn fresh_call(
     let instance = pre
         .instantiate_async(&mut store)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(RawCallError::Call)?;
     instance
         .vak_tool_tool()
         .call_call(&mut store, arguments)
         .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.message)?;
+        .map_err(RawCallError::Call)?
+        .map_err(|e| RawCallError::Tool(e.message))?;
     Ok(())
 }
 

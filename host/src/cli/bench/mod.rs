@@ -11,8 +11,42 @@ mod scaling;
 use super::render;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use vak_host::bench_support::RawCall;
+use vak_host::bench_support::{RawCall, RawCallError};
+use vak_host::journal::JournalError;
+use vak_host::signing::KeyError;
 use vak_host::{Host, Proposal, Stage, Status};
+
+/// Why `vak bench` could not measure.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BenchError {
+    #[error("no admitted tool is named `{0}`")]
+    NoTool(String),
+    #[error("the benchmark call does not complete ({status}): {message}")]
+    DoesNotComplete {
+        status: &'static str,
+        message: String,
+    },
+    #[error("a benchmark call ended {0}")]
+    CallEnded(&'static str),
+    #[error("the call has no limits")]
+    NoLimits,
+    #[error("the arguments are not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error(transparent)]
+    Raw(#[from] RawCallError),
+    #[error("a copy of the host's key: {0}")]
+    KeyCopy(KeyError),
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error("cannot start a runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("a benchmark thread panicked")]
+    ThreadPanicked,
+    #[error("the scaling rows need a multi-threaded tokio runtime")]
+    NeedsMultiThread,
+}
 
 /// One measured line.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -92,26 +126,25 @@ async fn lifecycle_vs_raw(
     arguments: &str,
     rounds: usize,
     per_round: usize,
-) -> Result<Report, String> {
+) -> Result<Report, BenchError> {
     let rounds = rounds.max(1);
     let per_round = per_round.max(1);
     let admitted = host
         .tool(tool)
-        .ok_or_else(|| format!("no admitted tool is named `{tool}`"))?;
+        .ok_or_else(|| BenchError::NoTool(tool.to_string()))?;
     let first = host.call(Proposal::new(tool, arguments)).await;
     if first.status != Status::Completed {
-        return Err(format!(
-            "the benchmark call does not complete ({}): {}",
-            first.status.as_str(),
-            first.error.map(|e| e.message).unwrap_or_default()
-        ));
+        return Err(BenchError::DoesNotComplete {
+            status: first.status.as_str(),
+            message: first.error.map(|e| e.message).unwrap_or_default(),
+        });
     }
-    let limits = first.limits.ok_or("the call has no limits")?;
+    let limits = first.limits.ok_or(BenchError::NoLimits)?;
     let args_value: serde_json::Value =
-        serde_json::from_str(arguments).map_err(|e| format!("the arguments are not JSON: {e}"))?;
+        serde_json::from_str(arguments).map_err(BenchError::NotJson)?;
 
     let raw_call = RawCall::new(host, tool, arguments, limits)
-        .ok_or_else(|| format!("no admitted tool is named `{tool}`"))?;
+        .ok_or_else(|| BenchError::NoTool(tool.to_string()))?;
     let raw_once = || raw_call.once();
 
     let (mut raw, mut vak, mut schema) = (Vec::new(), Vec::new(), Vec::new());
@@ -133,7 +166,7 @@ async fn lifecycle_vs_raw(
         for _ in 0..per_round {
             let r = host.call(Proposal::new(tool, arguments)).await;
             if r.status != Status::Completed {
-                return Err(format!("a benchmark call ended {}", r.status.as_str()));
+                return Err(BenchError::CallEnded(r.status.as_str()));
             }
             for s in &r.stages {
                 stages.entry(s.stage).or_default().push(s.elapsed_ns);

@@ -1,7 +1,7 @@
 //! What a call's record costs apart from the lifecycle, in `vak bench`: signing it (whole, with a
 //! nonce made ahead, in a batch), writing it as JSON, and journaling it.
 
-use super::{Row, per_op, summarize};
+use super::{BenchError, Row, per_op, summarize};
 use std::time::{Duration, Instant};
 use vak_host::bench_support;
 use vak_host::signing::HostKey;
@@ -32,15 +32,15 @@ impl Parts<'_> {
     }
 
     /// The host's key, without the host's pool of nonces if it has one.
-    fn key_copy(&self) -> Result<HostKey, String> {
+    fn key_copy(&self) -> Result<HostKey, BenchError> {
         HostKey::from_seed_hex(&bench_support::host_key(self.host).seed_hex())
-            .map_err(|e| format!("a copy of the host's key: {e}"))
+            .map_err(BenchError::KeyCopy)
     }
 
     /// Signing one record (canonical JSON of the record, then ed25519) whole: RFC 8032's
     /// deterministic nonce, the point multiplication included (what a call pays when its key has
     /// no nonce ready).
-    pub(super) fn sign_whole(&self) -> Result<Row, String> {
+    pub(super) fn sign_whole(&self) -> Result<Row, BenchError> {
         let mut copy = self.record.clone();
         let whole = self.key_copy()?;
         let times = self.timed(self.per_round, 1, || {
@@ -56,7 +56,7 @@ impl Parts<'_> {
     /// Signing one record with a nonce made ahead: the part the call path pays (the nonce's point
     /// multiplication ran before, on the key's own thread). Timed in runs of 32, each started on
     /// a full pool, so that every signature of a run takes a nonce.
-    pub(super) fn sign_ahead(&self) -> Result<Row, String> {
+    pub(super) fn sign_ahead(&self) -> Result<Row, BenchError> {
         const RUN: usize = 32;
         let mut copy = self.record.clone();
         // A pool of its own: the host's key may sign whole.
@@ -123,14 +123,13 @@ impl Parts<'_> {
     /// disk flush among the records waiting); then the same per call with the write-ahead entry,
     /// as a call now journals it: its `started` entry (signed by the writer) and its record.
     /// Journals are written in a temporary folder, then removed.
-    pub(super) async fn journal(&self) -> Result<Vec<Row>, String> {
+    pub(super) async fn journal(&self) -> Result<Vec<Row>, BenchError> {
         use vak_host::journal::{Durability, Journal, Started};
         let (record, rounds, per_round) = (self.record, self.rounds, self.per_round);
         let dir = std::env::temp_dir().join(format!("vak-bench-journal-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let key =
-            std::sync::Arc::new(vak_host::signing::HostKey::generate().map_err(|e| e.to_string())?);
-        let limits = record.limits.ok_or("the record has no limits")?;
+        let key = std::sync::Arc::new(HostKey::generate()?);
+        let limits = record.limits.ok_or(BenchError::NoLimits)?;
         let started = Started::of(record, "bench".into(), limits);
         let mut rows = Vec::new();
         // The call waits for its record to be in the journal's log; the indexer inserts it into
@@ -191,8 +190,7 @@ impl Parts<'_> {
                 "{}-{concurrent}-{indexed}-{write_ahead}.sqlite",
                 durability_name(durability)
             ));
-            let journal =
-                std::sync::Arc::new(Journal::open(&path, durability).map_err(|e| e.to_string())?);
+            let journal = std::sync::Arc::new(Journal::open(&path, durability)?);
             let once = || {
                 let (journal, key, mut started) = (journal.clone(), key.clone(), started.clone());
                 async move {
@@ -210,7 +208,7 @@ impl Parts<'_> {
                     let batch = left.min(concurrent);
                     let appends = (0..batch).map(|_| once());
                     for r in futures::future::join_all(appends).await {
-                        r.map_err(|e| e.to_string())?;
+                        r?;
                     }
                     left -= batch;
                 }
@@ -219,7 +217,7 @@ impl Parts<'_> {
                         limit: Some(1),
                         ..Default::default()
                     };
-                    journal.list(&last).map_err(|e| e.to_string())?;
+                    journal.list(&last)?;
                 }
                 times.push(per_op(t.elapsed(), per_round));
             }

@@ -1,6 +1,7 @@
 //! The scaling rows of `vak bench`: raw and lifecycle calls per second from one thread and from
 //! every core at once, each thread calling one call after another on a runtime of its own.
 
+use super::BenchError;
 use std::time::Instant;
 use vak_host::bench_support::{self, RawCall};
 use vak_host::{Host, Proposal, Status};
@@ -33,13 +34,13 @@ pub(super) fn measure(
     arguments: &str,
     rounds: usize,
     (raw_calls, vak_calls): (usize, usize),
-) -> Result<Scaling, String> {
+) -> Result<Scaling, BenchError> {
     let threads = scaling_threads();
     let vak_once = || async {
         let r = host.call(Proposal::new(tool, arguments)).await;
         match r.status {
             Status::Completed => Ok(()),
-            other => Err(format!("a benchmark call ended {}", other.as_str())),
+            other => Err(BenchError::CallEnded(other.as_str())),
         }
     };
     let (mut raw_one, mut raw_many, mut vak_one, mut vak_many) = (vec![], vec![], vec![], vec![]);
@@ -47,7 +48,7 @@ pub(super) fn measure(
     // One thread of work per core: a key's nonce thread (`--nonces-ahead`) would lend the
     // one-thread runs a second core (the lifecycle row above is measured with it).
     bench_support::set_nonces_ahead(bench_support::host_key(host), false);
-    let mut measure = || -> Result<(), String> {
+    let mut measure = || -> Result<(), BenchError> {
         for _ in 0..rounds {
             raw_one.push(throughput(1, raw_calls, || raw.once())?);
             raw_many.push(throughput(threads, raw_calls, || raw.once())?);
@@ -58,7 +59,7 @@ pub(super) fn measure(
     };
     let measured = match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(measure),
-        Ok(_) => Err("the scaling rows need a multi-threaded tokio runtime".into()),
+        Ok(_) => Err(BenchError::NeedsMultiThread),
         Err(_) => measure(),
     };
     bench_support::set_nonces_ahead(bench_support::host_key(host), true);
@@ -86,21 +87,22 @@ pub(super) fn measure(
 
 /// Calls per second of `threads` threads each making `per_thread` calls one after another, each
 /// on a current-thread runtime of its own, all released at once.
-fn throughput<F, Fut>(threads: usize, per_thread: usize, call: F) -> Result<f64, String>
+fn throughput<F, Fut, E>(threads: usize, per_thread: usize, call: F) -> Result<f64, BenchError>
 where
     F: Fn() -> Fut + Sync,
-    Fut: std::future::Future<Output = Result<(), String>>,
+    Fut: std::future::Future<Output = Result<(), E>>,
+    BenchError: From<E>,
 {
     let start = std::sync::Barrier::new(threads + 1);
     let (start, call) = (&start, &call);
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
-                scope.spawn(move || -> Result<(), String> {
+                scope.spawn(move || -> Result<(), BenchError> {
                     let rt = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()
-                        .map_err(|e| format!("cannot start a runtime: {e}"))?;
+                        .map_err(BenchError::Runtime)?;
                     start.wait();
                     rt.block_on(async {
                         for _ in 0..per_thread {
@@ -114,8 +116,7 @@ where
         start.wait();
         let t = Instant::now();
         for w in workers {
-            w.join()
-                .map_err(|_| "a benchmark thread panicked".to_string())??;
+            w.join().map_err(|_| BenchError::ThreadPanicked)??;
         }
         Ok((threads * per_thread) as f64 / t.elapsed().as_secs_f64())
     })
