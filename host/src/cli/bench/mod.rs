@@ -51,21 +51,26 @@ pub(crate) enum BenchError {
 /// One measured line.
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct Row {
+    /// What was measured, as the table shows it.
     pub(crate) name: String,
     /// Median time per operation over the rounds, in nanoseconds.
     pub(crate) median_ns: u64,
     /// Fastest and slowest round, per operation.
     pub(crate) min_ns: u64,
     pub(crate) max_ns: u64,
+    /// Operations timed in all the rounds.
     pub(crate) operations: u64,
 }
 
 /// The bench report.
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct Report {
+    /// The tool called, with the same arguments every time.
     pub(crate) tool: String,
+    /// Rounds, and calls (or operations) in each.
     pub(crate) rounds: usize,
     pub(crate) per_round: usize,
+    /// Raw first, then the lifecycle, its stages, and the parts measured apart.
     pub(crate) rows: Vec<Row>,
     /// vak lifecycle median / raw median.
     pub(crate) lifecycle_ratio: f64,

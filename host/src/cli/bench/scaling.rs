@@ -11,10 +11,13 @@ use vak_host::{Host, Proposal, Status};
 /// of the rounds; the ratio is `many / one` (ideal: `threads`).
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct Scaling {
+    /// The threads of the "many" runs: every core, at least two.
     pub(crate) threads: usize,
+    /// Raw calls per second from one thread, and from `threads`; and their ratio.
     pub(crate) raw_one: f64,
     pub(crate) raw_many: f64,
     pub(crate) raw_ratio: f64,
+    /// Lifecycle calls per second from one thread, and from `threads`; and their ratio.
     pub(crate) vak_one: f64,
     pub(crate) vak_many: f64,
     pub(crate) vak_ratio: f64,
