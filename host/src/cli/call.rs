@@ -6,7 +6,7 @@ use super::{render, usage_error};
 use clap::Args;
 use std::process::ExitCode;
 use vak_host::approval::{Approver, NoTerminal, TerminalApprover};
-use vak_host::proposal::providers::{Provider, parse_document};
+use vak_host::proposal::providers::{DocumentError, Provider, parse_document};
 use vak_host::{CallRecord, Proposal, Session, Status};
 
 // The variant's doc comment in `Command` is the command's help; this struct adds none.
@@ -38,6 +38,20 @@ pub(super) struct CallArgs {
     /// text), `markdown`, `text`, or `html` (a standalone page on stdout).
     #[arg(long, default_value = "terminal", value_parser = ["terminal", "markdown", "text", "html"])]
     render: String,
+}
+
+/// Why `vak call --proposal` has no proposals to run.
+#[derive(Debug, thiserror::Error)]
+enum ProposalsError {
+    #[error("cannot read the proposal from stdin: {0}")]
+    Stdin(std::io::Error),
+    #[error("cannot read {path}: {source}")]
+    File {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Document(#[from] DocumentError),
 }
 
 /// Who answers the approvals of tools marked `ask`: the person at the terminal, unless stdin is
@@ -127,17 +141,20 @@ pub(super) async fn run(session: &Session, args: CallArgs) -> ExitCode {
 }
 
 /// The proposals in a provider's document (`-`: stdin), read as `provider`'s shape or detected.
-fn read_proposals(source: &str, provider: Option<&str>) -> Result<Vec<Proposal>, String> {
+fn read_proposals(source: &str, provider: Option<&str>) -> Result<Vec<Proposal>, ProposalsError> {
     let text = if source == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-            .map_err(|e| format!("cannot read the proposal from stdin: {e}"))?;
+            .map_err(ProposalsError::Stdin)?;
         s
     } else {
-        std::fs::read_to_string(source).map_err(|e| format!("cannot read {source}: {e}"))?
+        std::fs::read_to_string(source).map_err(|e| ProposalsError::File {
+            path: source.to_string(),
+            source: e,
+        })?
     };
     let hint = provider.and_then(Provider::from_name);
-    parse_document(&text, hint).map_err(|e| e.to_string())
+    Ok(parse_document(&text, hint)?)
 }
 
 /// The exit status for several records: refused beats failed beats completed.

@@ -4,8 +4,36 @@
 
 use super::{Cli, args, render};
 use std::path::PathBuf;
+use vak_host::journal::{Journal, JournalError};
+use vak_host::revocation::RevocationError;
 use vak_host::signing::{HostKey, KeyError};
-use vak_host::{Host, HostBuilder, Policy, Revocations};
+use vak_host::{Host, HostBuilder, HostError, Policy, Revocations, StoreError};
+
+/// Why the host or the store the options name could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SetupError {
+    #[error(
+        "--store takes a postgres:// address, not `{}` (the local store needs no flag)",
+        render::neutralise(.0)
+    )]
+    NotPostgres(String),
+    #[error("--no-journal: a shared store always keeps the journal")]
+    NoJournalOnSharedStore,
+    /// The policy file, read for its digest (a shared store records each node's).
+    #[error("cannot read {}: {source}", .path.display())]
+    ReadPolicy {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Revocations(#[from] RevocationError),
+    #[error(transparent)]
+    Host(#[from] HostError),
+}
 
 /// `--compile-timeout` and `--compile-memory`, set once from the command line.
 static COMPILE_BOUNDS: std::sync::OnceLock<(Option<u64>, Option<u64>)> = std::sync::OnceLock::new();
@@ -59,7 +87,7 @@ pub(super) async fn build_host(
     store: vak_host::Store,
     key: HostKey,
     approver: Option<std::sync::Arc<dyn vak_host::approval::Approver>>,
-) -> Result<Host, String> {
+) -> Result<Host, SetupError> {
     let mut builder = builder(
         policy.unwrap_or_else(Policy::default_policy),
         cli.cache_dir.clone(),
@@ -71,10 +99,10 @@ pub(super) async fn build_host(
         builder = builder.approver(approver);
     }
     builder = match &cli.tools {
-        Some(dir) => builder.tools_dir(dir).map_err(|e| e.to_string())?,
+        Some(dir) => builder.tools_dir(dir)?,
         None => builder.bundled_tools(),
     };
-    builder.build().await.map_err(|e| e.to_string())
+    Ok(builder.build().await?)
 }
 
 /// The key that signs records: `--signing-key`, else `$VAK_SIGNING_KEY_FILE`, else a fresh one;
@@ -99,12 +127,9 @@ pub(super) fn signing_key(cli: &Cli) -> Result<HostKey, KeyError> {
 fn open_journal(
     state: Option<&PathBuf>,
     durability: vak_host::journal::Durability,
-) -> Option<Result<vak_host::journal::Journal, String>> {
+) -> Option<Result<Journal, JournalError>> {
     let dir = args::state_dir(state)?;
-    Some(
-        vak_host::journal::Journal::open(&dir.join("journal.sqlite"), durability)
-            .map_err(|e| e.to_string()),
-    )
+    Some(Journal::open(&dir.join("journal.sqlite"), durability))
 }
 
 /// The store the global options name: a shared PostgreSQL store, or this machine's state
@@ -113,17 +138,14 @@ pub(super) async fn open_store(
     cli: &Cli,
     serving: bool,
     public_key: &str,
-) -> Result<vak_host::Store, String> {
+) -> Result<vak_host::Store, SetupError> {
     use vak_host::store::postgres::{PgOptions, PgStore};
     if let Some(url) = args::shared_store_url(cli) {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-            return Err(format!(
-                "--store takes a postgres:// address, not `{}` (the local store needs no flag)",
-                render::neutralise(&url)
-            ));
+            return Err(SetupError::NotPostgres(url));
         }
         if cli.no_journal {
-            return Err("--no-journal: a shared store always keeps the journal".into());
+            return Err(SetupError::NoJournalOnSharedStore);
         }
         let mut options = PgOptions::new(args::node_name(cli));
         options.register = serving;
@@ -132,13 +154,16 @@ pub(super) async fn open_store(
         options.policy_sha256 = Some(match &cli.policy {
             Some(path) => std::fs::read(path)
                 .map(|b| vak_host::digest::sha256_hex(&b))
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+                .map_err(|source| SetupError::ReadPolicy {
+                    path: path.clone(),
+                    source,
+                })?,
             None => "built-in".to_string(),
         });
         return PgStore::connect(&url, options)
             .await
             .map(vak_host::Store::Postgres)
-            .map_err(|e| e.to_string());
+            .map_err(SetupError::from);
     }
     let revocations = open_revocations(cli.state_dir.as_ref())?;
     let journal = if cli.no_journal {
@@ -158,9 +183,9 @@ pub(super) async fn open_store(
 }
 
 /// The revocations file in the state folder, else revocations kept in memory only.
-fn open_revocations(state: Option<&PathBuf>) -> Result<Revocations, String> {
+fn open_revocations(state: Option<&PathBuf>) -> Result<Revocations, RevocationError> {
     match args::state_dir(state) {
-        Some(dir) => Revocations::open(&dir.join("revocations.jsonl")).map_err(|e| e.to_string()),
+        Some(dir) => Revocations::open(&dir.join("revocations.jsonl")),
         None => Ok(Revocations::in_memory()),
     }
 }
