@@ -14,7 +14,8 @@
 
 pub mod admission;
 pub mod approval;
-pub mod bench;
+#[doc(hidden)]
+pub mod bench_support;
 pub mod bindings;
 pub mod budget;
 pub mod bundled;

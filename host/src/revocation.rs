@@ -17,12 +17,12 @@ pub use vak_core::ports::revocations::{
     Confirmation, Revocation, RevocationEntry, RevocationError, RevocationLog,
 };
 
-use vak_core::types::Capability;
 use futures::future::BoxFuture;
 use serde::Serialize;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
+use vak_core::types::Capability;
 
 /// A revocation recorded, and how far it has reached.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -15,7 +15,7 @@
 //! both; these say what each meter costs).
 
 use std::sync::LazyLock;
-use vak_host::bench::{EngineVariantCall, RawCall};
+use vak_host::bench_support::{EngineVariantCall, RawCall};
 use vak_host::dispatch::engine::{Allocation, Metering};
 use vak_host::{Host, Proposal, Status};
 

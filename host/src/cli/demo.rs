@@ -3,7 +3,7 @@
 use super::render;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use vak_host::{Policy, Proposal, Status};
+use vak_host::{Host, Policy, Proposal, Status};
 
 /// A policy that caps `stats` at 200,000 fuel, so that a large input hits the limit.
 const TIGHT_POLICY: &str = r#"
@@ -14,21 +14,26 @@ capabilities.clock = { zones = ["*"] }
 caps = { fuel = 200_000 }
 "#;
 
+/// The bundled tools under `policy`, with a fresh key and no journal; a host that cannot be
+/// built is said, as bad usage.
+async fn bundled_host(
+    policy: Policy,
+    cache_dir: Option<PathBuf>,
+    no_cache: bool,
+) -> Result<Host, ExitCode> {
+    super::setup::builder(policy, cache_dir, no_cache)
+        .bundled_tools()
+        .build()
+        .await
+        .map_err(super::usage_error)
+}
+
+/// `vak demo`: three calls that end three ways, then a limit hit on a host that goes on serving.
 pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
     let started = std::time::Instant::now();
-    let host = match super::build_host(
-        None,
-        None,
-        cache_dir.clone(),
-        no_cache,
-        vak_host::Store::default(),
-        None,
-        None,
-    )
-    .await
-    {
+    let host = match bundled_host(Policy::default_policy(), cache_dir.clone(), no_cache).await {
         Ok(h) => h,
-        Err(e) => return super::usage_error(e),
+        Err(code) => return code,
     };
     let cache = host.runtime().cache();
     say!(
@@ -84,19 +89,9 @@ pub async fn run(cache_dir: Option<PathBuf>, no_cache: bool) -> ExitCode {
         Ok(p) => p,
         Err(e) => return super::usage_error(e),
     };
-    let host = match super::build_host(
-        None,
-        Some(tight),
-        cache_dir,
-        no_cache,
-        vak_host::Store::default(),
-        None,
-        None,
-    )
-    .await
-    {
+    let host = match bundled_host(tight, cache_dir, no_cache).await {
         Ok(h) => h,
-        Err(e) => return super::usage_error(e),
+        Err(code) => return code,
     };
     let values: Vec<String> = (0..20_000)
         .map(|i| ((i * 7919) % 10_007).to_string())

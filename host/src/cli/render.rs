@@ -40,6 +40,25 @@ pub fn json(value: &impl serde::Serialize) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
+/// Methods of [`TerminalJson`] that do what serde_json's pretty formatter does: `name(w)`, or
+/// with `first:` the methods that also take whether the value is the first.
+macro_rules! forward_to_pretty {
+    (first: $($name:ident),*) => {$(
+        fn $name<W: ?Sized + std::io::Write>(
+            &mut self,
+            w: &mut W,
+            first: bool,
+        ) -> std::io::Result<()> {
+            self.0.$name(w, first)
+        }
+    )*};
+    ($($name:ident),*) => {$(
+        fn $name<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+            self.0.$name(w)
+        }
+    )*};
+}
+
 /// serde_json's pretty formatter, with [`hidden_or_acting`] characters escaped in strings.
 #[derive(Default)]
 struct TerminalJson(serde_json::ser::PrettyFormatter<'static>);
@@ -63,41 +82,16 @@ impl serde_json::ser::Formatter for TerminalJson {
         }
         writer.write_all(&fragment.as_bytes()[start..])
     }
-    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.0.begin_array(w)
-    }
-    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.0.end_array(w)
-    }
-    fn begin_array_value<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        self.0.begin_array_value(w, first)
-    }
-    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.0.end_array_value(w)
-    }
-    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.0.begin_object(w)
-    }
-    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.0.end_object(w)
-    }
-    fn begin_object_key<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        self.0.begin_object_key(w, first)
-    }
-    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.0.begin_object_value(w)
-    }
-    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.0.end_object_value(w)
-    }
+    // The layout (indentation, commas, colons) is the pretty formatter's.
+    forward_to_pretty!(
+        begin_array,
+        end_array,
+        end_array_value,
+        begin_object,
+        end_object
+    );
+    forward_to_pretty!(begin_object_value, end_object_value);
+    forward_to_pretty!(first: begin_array_value, begin_object_key);
 }
 
 fn thousands(n: u64) -> String {
@@ -258,24 +252,15 @@ pub fn examination(e: &Examination, policy: &Policy) -> String {
         let b = &d.claims.budget;
         let _ = writeln!(
             out,
-            "  budget: fuel {}, memory {}, wall {}, result {}",
-            limit(b.fuel, ""),
-            limit(b.memory_bytes, " B"),
-            limit(b.wall_time_ms, " ms"),
-            limit(b.result_bytes, " B")
+            "  budget: {}",
+            limits(b.fuel, b.memory_bytes, b.wall_time_ms, b.result_bytes)
         );
         let _ = writeln!(
             out,
             "\ninput schema\n  {}",
             neutralise(&d.input_schema.to_string())
         );
-        if !e.not_enforced.is_empty() {
-            let _ = writeln!(
-                out,
-                "  not enforced by the boundary: {}",
-                neutralise(&e.not_enforced.join(", "))
-            );
-        }
+        not_enforced(&mut out, &e.not_enforced);
         if !d.payload_schemas.is_empty() {
             let _ = writeln!(
                 out,
@@ -291,11 +276,7 @@ pub fn examination(e: &Examination, policy: &Policy) -> String {
             let _ = writeln!(
                 out,
                 "  admitted; capabilities linked into every instance: {}",
-                if names.is_empty() {
-                    "none".to_string()
-                } else {
-                    names.join(", ")
-                }
+                joined_or_none(&names)
             );
         }
         Verdict::Refused { kind, reason, .. } => {
@@ -303,6 +284,30 @@ pub fn examination(e: &Examination, policy: &Policy) -> String {
         }
     }
     out
+}
+
+/// The line naming the places of a schema the boundary does not enforce, if there are any.
+fn not_enforced(out: &mut String, places: &[String]) {
+    if !places.is_empty() {
+        let _ = writeln!(
+            out,
+            "  not enforced by the boundary: {}",
+            neutralise(&places.join(", "))
+        );
+    }
+}
+
+/// `names` joined with commas, or `none`.
+fn joined_or_none<S: AsRef<str>>(names: &[S]) -> String {
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<&str>>()
+            .join(", ")
+    }
 }
 
 /// The admitted tools, then the refused components.
@@ -323,27 +328,13 @@ pub fn tools(host: &Host) -> String {
             neutralise_line(&d.name),
             neutralise_line(&d.description)
         );
-        let _ = writeln!(
-            out,
-            "  capabilities: {}",
-            if caps.is_empty() {
-                "none".to_string()
-            } else {
-                caps.join(", ")
-            }
-        );
+        let _ = writeln!(out, "  capabilities: {}", joined_or_none(&caps));
         let _ = writeln!(
             out,
             "  input schema: {}",
             neutralise(&d.input_schema.to_string())
         );
-        if !schema.not_enforced.is_empty() {
-            let _ = writeln!(
-                out,
-                "  not enforced by the boundary: {}",
-                schema.not_enforced.join(", ")
-            );
-        }
+        not_enforced(&mut out, &schema.not_enforced);
     }
     for e in host.examinations() {
         if let Verdict::Refused { kind, reason, .. } = &e.verdict {
@@ -359,15 +350,13 @@ pub fn tools(host: &Host) -> String {
 }
 
 /// The bench table.
-pub fn bench(r: &vak_host::bench::Report) -> String {
+pub fn bench(r: &super::bench::Report) -> String {
     let mut out = String::new();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let (tool, rounds, calls) = (neutralise(&r.tool), r.rounds, r.per_round);
     let _ = writeln!(
         out,
-        "vak bench: tool `{}`, {} rounds of {} calls, {cores} cores; medians of the rounds",
-        neutralise(&r.tool),
-        r.rounds,
-        r.per_round
+        "vak bench: tool `{tool}`, {rounds} rounds of {calls} calls, {cores} cores; medians of the rounds"
     );
     let base = r.rows.first().map_or(1, |x| x.median_ns.max(1));
     let _ = writeln!(
@@ -403,6 +392,22 @@ fn limit(v: Option<u64>, unit: &str) -> String {
     })
 }
 
+/// Per-call limits, each with its unit or the host's default.
+fn limits(
+    fuel: Option<u64>,
+    memory: Option<u64>,
+    wall: Option<u64>,
+    result: Option<u64>,
+) -> String {
+    format!(
+        "fuel {}, memory {}, wall {}, result {}",
+        limit(fuel, ""),
+        limit(memory, " B"),
+        limit(wall, " ms"),
+        limit(result, " B")
+    )
+}
+
 /// What a policy grants, tool by tool.
 pub fn policy(p: &Policy) -> String {
     let mut out = String::new();
@@ -410,11 +415,8 @@ pub fn policy(p: &Policy) -> String {
     let d = &p.defaults;
     let _ = writeln!(
         out,
-        "defaults per call: fuel {}, memory {}, wall {}, result {}",
-        limit(d.fuel, ""),
-        limit(d.memory_bytes, " B"),
-        limit(d.wall_time_ms, " ms"),
-        limit(d.result_bytes, " B")
+        "defaults per call: {}",
+        limits(d.fuel, d.memory_bytes, d.wall_time_ms, d.result_bytes)
     );
     let s = &p.session;
     let unlimited = |v: Option<u64>| v.map_or("unlimited".to_string(), thousands);
@@ -448,15 +450,12 @@ pub fn policy(p: &Policy) -> String {
                         .collect::<Vec<_>>()
                         .join(", "),
                     h.methods.join(", "),
-                    if h.allow_addresses.is_empty() {
-                        "none".to_string()
-                    } else {
-                        h.allow_addresses
+                    joined_or_none(
+                        &h.allow_addresses
                             .iter()
                             .map(|a| a.to_string())
                             .collect::<Vec<_>>()
-                            .join(", ")
-                    },
+                    ),
                     h.max_body_bytes,
                     h.timeout_ms
                 ),
@@ -483,11 +482,8 @@ pub fn policy(p: &Policy) -> String {
         let c = &g.caps;
         let _ = writeln!(
             out,
-            "  caps per call: fuel {}, memory {}, wall {}, result {}; calls per session {}",
-            limit(c.fuel, ""),
-            limit(c.memory_bytes, " B"),
-            limit(c.wall_time_ms, " ms"),
-            limit(c.result_bytes, " B"),
+            "  caps per call: {}; calls per session {}",
+            limits(c.fuel, c.memory_bytes, c.wall_time_ms, c.result_bytes),
             unlimited(c.calls_per_session)
         );
         match &g.principals {

@@ -1,8 +1,8 @@
 //! The on-disk AOT cache: a component is compiled once per (component digest, engine
 //! configuration); later starts deserialize the artifact instead of compiling.
 
-use super::engine::RuntimeError;
 use super::compile::CompileError;
+use super::engine::RuntimeError;
 use crate::digest::{Sha256Hasher, sha256_hex};
 use sha2::Digest;
 use std::hash::Hash;

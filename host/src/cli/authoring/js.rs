@@ -6,7 +6,7 @@
 //! `-d http -d fetch-event` leaves out the `wasi:http` imports StarlingMonkey adds by default,
 //! which vak does not provide.
 
-use super::{AuthoringError, runs, step, wit_files, world_name};
+use super::{AuthoringError, step, world_name};
 use std::path::{Path, PathBuf};
 
 /// The jco release projects are pinned to, and the preview2-shim it must be used with (jco
@@ -115,11 +115,13 @@ pub(super) fn files(name: &str) -> Vec<(&'static str, String)> {
         ("tool.js", fill(TOOL)),
         ("tool.test.mjs", TEST.to_string()),
         ("package.json", format!("{package:#}\n")),
-        ("policy.toml", super::policy(name)),
-        ("README.md", fill(README) + super::README_TAIL),
-        (".gitignore", "/node_modules/\n/build/\n".to_string()),
     ];
-    files.extend(wit_files(&world));
+    files.extend(super::wit_project_files(
+        name,
+        &world,
+        fill(README),
+        "/node_modules/\n/build/\n",
+    ));
     files
 }
 
@@ -129,12 +131,7 @@ pub(super) fn build(dir: &Path) -> Result<PathBuf, AuthoringError> {
     let world = super::declared_world(dir)?;
     let jco = dir.join("node_modules/.bin/jco");
     if !jco.is_file() {
-        let npm = PathBuf::from("npm");
-        runs(&npm).map_err(|source| AuthoringError::NoToolchain {
-            program: "npm".into(),
-            hint: HINT,
-            source,
-        })?;
+        let npm = super::needed("npm", HINT)?;
         say_err!("vak build: installing jco {JCO} with npm (once)");
         step(
             dir,

@@ -7,6 +7,7 @@
 //! `wit/` with this host's `vak:tool` package as its dependency, so what they build against is
 //! exactly the version this `vak` accepts.
 
+pub mod commands;
 mod js;
 mod python;
 mod rust;
@@ -142,6 +143,23 @@ fn output(dir: &Path, world: &str) -> Result<String, AuthoringError> {
     Ok(format!("build/{world}.wasm"))
 }
 
+/// The files a Python or JavaScript project has besides its code: the policy, the README
+/// (`readme` and the tail every project shares), the .gitignore and its WIT.
+fn wit_project_files(
+    name: &str,
+    world: &str,
+    readme: String,
+    gitignore: &str,
+) -> Vec<(&'static str, String)> {
+    let mut files = vec![
+        ("policy.toml", policy(name)),
+        ("README.md", readme + README_TAIL),
+        (".gitignore", gitignore.to_string()),
+    ];
+    files.extend(wit_files(world));
+    files
+}
+
 /// The WIT files of a Python or JavaScript project: its world, and vak's package beside it.
 fn wit_files(world: &str) -> Vec<(&'static str, String)> {
     let own = format!(
@@ -195,6 +213,17 @@ fn step(
     } else {
         Err(AuthoringError::BuildFailed(what))
     }
+}
+
+/// `program` (found on PATH), once its `--version` runs; else what to install, as `hint` says.
+fn needed(program: &str, hint: &'static str) -> Result<PathBuf, AuthoringError> {
+    let path = PathBuf::from(program);
+    runs(&path).map_err(|source| AuthoringError::NoToolchain {
+        program: program.into(),
+        hint,
+        source,
+    })?;
+    Ok(path)
 }
 
 /// Whether `program --version` runs: the toolchain is there.

@@ -5,7 +5,7 @@
 //! imports only the `vak:tool` interfaces of its world and passes admission in the
 //! locked-down form. `print` output is then discarded rather than captured.
 
-use super::{AuthoringError, runs, step, wit_files, world_name};
+use super::{AuthoringError, runs, step, world_name};
 use std::path::{Path, PathBuf};
 
 /// The componentize-py release projects are pinned to (written into requirements.txt).
@@ -120,11 +120,13 @@ pub(super) fn files(name: &str) -> Vec<(&'static str, String)> {
             "requirements.txt",
             format!("componentize-py=={COMPONENTIZE_PY}\n"),
         ),
-        ("policy.toml", super::policy(name)),
-        ("README.md", fill(README) + super::README_TAIL),
-        (".gitignore", "/.venv/\n/build/\n__pycache__/\n".to_string()),
     ];
-    files.extend(wit_files(&world));
+    files.extend(super::wit_project_files(
+        name,
+        &world,
+        fill(README),
+        "/.venv/\n/build/\n__pycache__/\n",
+    ));
     files
 }
 
@@ -140,12 +142,7 @@ fn toolchain(dir: &Path) -> Result<PathBuf, AuthoringError> {
     if runs(&on_path).is_ok() {
         return Ok(on_path);
     }
-    let python = PathBuf::from("python3");
-    runs(&python).map_err(|source| AuthoringError::NoToolchain {
-        program: "python3".into(),
-        hint: HINT,
-        source,
-    })?;
+    let python = super::needed("python3", HINT)?;
     say_err!(
         "vak build: installing componentize-py into {} (once)",
         dir.join(".venv").display()

@@ -1,0 +1,186 @@
+//! Hooks for measuring vak against raw wasmtime, for `vak bench` and the benchmarks in
+//! bench/vak-bench: the raw fresh-instance call of an admitted tool (on the host's engine, or on
+//! an engine of its own that differs in one setting), and the host's signing key with its pool
+//! of nonces. Not an API: hidden from the docs. What is measured, and the report, live with the
+//! binary and the benchmarks.
+
+use crate::Host;
+use crate::capabilities::Broker;
+use crate::dispatch::state::CallState;
+use crate::signing::HostKey;
+use wasmtime::Store;
+
+/// Why a raw call could not be set up or made.
+#[derive(Debug, thiserror::Error)]
+pub enum RawCallError {
+    #[error("no tool `{0}`")]
+    NoTool(String),
+    /// The variant engine, or the component compiled and linked for it (with its causes).
+    #[error("{0:#}")]
+    Setup(wasmtime::Error),
+    /// The store, the instance or the call, as wasmtime reports it.
+    #[error("{0}")]
+    Call(wasmtime::Error),
+    /// The tool's own error message.
+    #[error("{0}")]
+    Tool(String),
+}
+
+/// The baseline: a fresh store and instance of the tool's pre-linked component, and a call, on
+/// the same engine and with the same limits as the lifecycle, and nothing else (no proposal,
+/// schema, permission, budget, evidence, outcome, projection, record, signature or journal).
+pub struct RawCall<'a> {
+    tool: &'a crate::AdmittedTool,
+    runtime: &'a crate::dispatch::Runtime,
+    limits: crate::record::Limits,
+    arguments: &'a str,
+}
+
+impl<'a> RawCall<'a> {
+    /// The raw call of `tool` on `host` with `arguments`, under `limits`.
+    pub fn new(
+        host: &'a Host,
+        tool: &str,
+        arguments: &'a str,
+        limits: crate::record::Limits,
+    ) -> Option<RawCall<'a>> {
+        Some(RawCall {
+            tool: host.tool(tool)?,
+            runtime: host.runtime(),
+            limits,
+            arguments,
+        })
+    }
+
+    /// One fresh instance and call.
+    pub async fn once(&self) -> Result<(), RawCallError> {
+        fresh_call(
+            &self.runtime.engine,
+            &self.tool.pre,
+            &self.tool.grant,
+            crate::dispatch::engine::Metering::BOTH,
+            &self.limits,
+            self.arguments,
+        )
+        .await
+    }
+}
+
+/// The raw call of a tool on an engine of its own, configured with `allocation` and `metering`
+/// (otherwise as vak's, from the same [`EngineSettings`](crate::EngineSettings)): what each
+/// engine setting buys, measured by `cargo bench -p vak-bench --bench lifecycle`. The component
+/// is compiled again for that engine; nothing ticks its epoch, so the deadline check is paid and
+/// never fires.
+pub struct EngineVariantCall {
+    engine: wasmtime::Engine,
+    pre: crate::dispatch::bindings::SandboxedToolPre<CallState>,
+    grant: std::sync::Arc<crate::policy::ToolGrant>,
+    metering: crate::dispatch::engine::Metering,
+    limits: crate::record::Limits,
+    arguments: String,
+}
+
+impl EngineVariantCall {
+    /// Compile `component` (the bytes of `host`'s tool `tool`) for the variant engine.
+    pub fn new(
+        host: &Host,
+        tool: &str,
+        component: &[u8],
+        arguments: &str,
+        limits: crate::record::Limits,
+        allocation: crate::dispatch::engine::Allocation,
+        metering: crate::dispatch::engine::Metering,
+    ) -> Result<EngineVariantCall, RawCallError> {
+        let admitted = host
+            .tool(tool)
+            .ok_or_else(|| RawCallError::NoTool(tool.to_string()))?;
+        let config =
+            crate::dispatch::engine::engine_config(&host.runtime().settings, allocation, metering);
+        let engine = wasmtime::Engine::new(&config).map_err(RawCallError::Setup)?;
+        let component =
+            wasmtime::component::Component::new(&engine, component).map_err(RawCallError::Setup)?;
+        // The capabilities admission linked, as its verdict recorded them.
+        let grants: crate::dispatch::linker::GrantSet = match &admitted.examination.verdict {
+            crate::admission::Verdict::Admitted { granted } => granted.iter().copied().collect(),
+            crate::admission::Verdict::Refused { .. } => Default::default(),
+        };
+        let linker = crate::dispatch::linker::Linkers::default()
+            .for_grants(&engine, &grants)
+            .map_err(RawCallError::Setup)?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .map_err(RawCallError::Setup)?;
+        let pre =
+            crate::dispatch::bindings::SandboxedToolPre::new(pre).map_err(RawCallError::Setup)?;
+        Ok(EngineVariantCall {
+            engine,
+            pre,
+            grant: admitted.grant.clone(),
+            metering,
+            limits,
+            arguments: arguments.to_string(),
+        })
+    }
+
+    /// One fresh instance and call, as [`RawCall::once`].
+    pub async fn once(&self) -> Result<(), RawCallError> {
+        fresh_call(
+            &self.engine,
+            &self.pre,
+            &self.grant,
+            self.metering,
+            &self.limits,
+            &self.arguments,
+        )
+        .await
+    }
+}
+
+/// A fresh store and instance of `pre` and one call: the baseline, with the meters `metering`
+/// names armed as the lifecycle arms them.
+async fn fresh_call(
+    engine: &wasmtime::Engine,
+    pre: &crate::dispatch::bindings::SandboxedToolPre<CallState>,
+    grant: &std::sync::Arc<crate::policy::ToolGrant>,
+    metering: crate::dispatch::engine::Metering,
+    limits: &crate::record::Limits,
+    arguments: &str,
+) -> Result<(), RawCallError> {
+    let broker = Broker::new("bench".into(), Some(grant.clone()));
+    let mut store = Store::new(engine, CallState::new(broker, limits.memory_bytes));
+    store.limiter(|s| &mut s.limiter);
+    if metering.fuel {
+        store.set_fuel(limits.fuel).map_err(RawCallError::Call)?;
+    }
+    if metering.epoch {
+        store.set_epoch_deadline(limits.wall_time_ms + 1);
+        store.epoch_deadline_trap();
+    }
+    let instance = pre
+        .instantiate_async(&mut store)
+        .await
+        .map_err(RawCallError::Call)?;
+    instance
+        .vak_tool_tool()
+        .call_call(&mut store, arguments)
+        .await
+        .map_err(RawCallError::Call)?
+        .map_err(|e| RawCallError::Tool(e.message))?;
+    Ok(())
+}
+
+/// The key that signs `host`'s records (with its pool of nonces, when it makes them ahead).
+pub fn host_key(host: &Host) -> &HostKey {
+    host.inner_key()
+}
+
+/// Whether `key`'s signatures take nonces made ahead (when it has a pool): off, each is made
+/// whole on the signing thread, so that a measurement keeps one thread of work per core.
+pub fn set_nonces_ahead(key: &HostKey, on: bool) {
+    key.set_nonces_ahead(on);
+}
+
+/// Wait (up to a second) until `key`'s pool holds `n` nonces; without a pool, return at once.
+pub fn await_nonces(key: &HostKey, n: usize) {
+    key.await_nonces(n);
+}

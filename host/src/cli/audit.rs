@@ -1,0 +1,247 @@
+//! `vak audit`: the journal read back. Calls listed (every chain merged, newest first), one
+//! call's record shown and checked, or every chain and signature verified.
+
+use super::{render, usage_error};
+use clap::{Args, Subcommand};
+use std::process::ExitCode;
+
+/// What `vak audit` takes: a subcommand, or the filters of the list.
+#[derive(Args, Debug)]
+pub(super) struct AuditArgs {
+    #[command(subcommand)]
+    command: Option<AuditCommand>,
+    /// Only this tool.
+    #[arg(long)]
+    tool: Option<String>,
+    /// Only this status (`interrupted`: calls started whose process is gone without their
+    /// record; `running`: calls started that are running now).
+    #[arg(long, value_parser = ["completed", "tool_error", "refused", "failed", "interrupted", "running"])]
+    status: Option<String>,
+    /// Only calls that ended at this stage.
+    #[arg(long, value_parser = ["proposal", "schema", "permission", "budget", "dispatch", "result", "outcome", "projection"])]
+    stage: Option<String>,
+    /// Only calls made on behalf of this principal.
+    #[arg(long = "for-principal")]
+    for_principal: Option<String>,
+    /// Only calls received at or after this time: RFC 3339 (2026-12-06T10:00:00Z, or with
+    /// an offset) or a duration back from now (90s, 30m, 2h, 7d, 2w).
+    #[arg(long, value_parser = super::args::parse_since, value_name = "TIME|DURATION")]
+    since: Option<String>,
+    /// At most this many.
+    #[arg(long, default_value_t = 50)]
+    limit: u32,
+}
+
+#[derive(Subcommand, Debug)]
+enum AuditCommand {
+    /// The complete record of one call, by vak's call id or the provider's (every call that has
+    /// it, when several do), checked: its hash, its links in its chain, its signature. Exit
+    /// status 1, with a warning, when it does not check out.
+    Show { call_id: String },
+    /// Check every hash chain and every entry's signature; name the chain and place of the
+    /// first bad entry, count the calls interrupted (started, their process gone without their
+    /// record) and running, and print each chain's head (keep them: a journal cut short shows
+    /// against them).
+    Verify {
+        /// Also require that this public key (hex) signed every record; repeat it for the keys
+        /// of several nodes.
+        #[arg(long, value_name = "HEX")]
+        key: Vec<String>,
+    },
+}
+
+/// `vak audit [list filters] | show ID | verify`.
+pub(super) async fn run(store: &vak_host::Store, args: &AuditArgs) -> ExitCode {
+    match &args.command {
+        None => {
+            let filter = vak_host::journal::Filter {
+                tool: args.tool.clone(),
+                status: args.status.clone(),
+                stage: args.stage.clone(),
+                principal: args.for_principal.clone(),
+                since: args.since.clone(),
+                limit: Some(args.limit),
+            };
+            list(store, &filter).await
+        }
+        Some(AuditCommand::Show { call_id }) => show(store, call_id).await,
+        Some(AuditCommand::Verify { key }) => verify(store, key).await,
+    }
+}
+
+/// The calls the filter selects, one line each.
+async fn list(store: &vak_host::Store, filter: &vak_host::journal::Filter) -> ExitCode {
+    match store.list(filter).await {
+        Ok(rows) => {
+            // Every field may hold what a model or a guest wrote, or what a journal row was
+            // made to say: none can end its line or act on the terminal.
+            use render::neutralise_line as field;
+            for r in rows {
+                let node = r
+                    .node
+                    .as_deref()
+                    .map(|n| format!("{}  ", field(n)))
+                    .unwrap_or_default();
+                say!(
+                    "#{:<6} {node}{}  {:<10} {:<10} {:<10} {}  {}",
+                    r.seq,
+                    field(&r.received_at),
+                    field(&r.tool),
+                    field(&r.status),
+                    field(&r.stage),
+                    field(&r.call_id),
+                    field(r.principal.as_deref().unwrap_or("-"))
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => usage_error(e),
+    }
+}
+
+/// One call's record (or every call with that provider call id), checked.
+async fn show(store: &vak_host::Store, call_id: &str) -> ExitCode {
+    match store.show(call_id).await {
+        Ok(found) if found.is_empty() => {
+            usage_error(format!("no record of call `{call_id}` in the journal"))
+        }
+        Ok(found) if found.len() == 1 => {
+            let shown = &found[0];
+            let pretty = serde_json::from_str::<serde_json::Value>(&shown.text)
+                .map(|v| render::json(&v))
+                .unwrap_or_else(|_| shown.text.clone());
+            say!("{pretty}");
+            shown_verdict(shown)
+        }
+        Ok(found) => {
+            // A provider's call id (a model's choice) named several calls: every one of
+            // them, never one picked for the reader.
+            use render::neutralise_line as field;
+            let mut code = ExitCode::SUCCESS;
+            for shown in &found {
+                say!(
+                    "#{:<6} {}  {}  {:<10} {:<11} {}  {}",
+                    shown.seq,
+                    entry_place(shown),
+                    field(&shown.received_at),
+                    field(&shown.tool),
+                    field(&shown.status),
+                    field(&shown.call_id),
+                    match &shown.check {
+                        Ok(()) => "checks out".to_string(),
+                        Err(why) => format!("DOES NOT CHECK OUT: {}", field(why)),
+                    }
+                );
+                if shown.check.is_err() {
+                    code = ExitCode::from(1);
+                }
+            }
+            say_err!(
+                "vak: {} calls have the provider call id `{}`: show one with `vak audit show CALL_ID`",
+                found.len(),
+                render::neutralise_line(call_id)
+            );
+            code
+        }
+        Err(e) => usage_error(e),
+    }
+}
+
+/// Every chain and signature checked, and each chain's head.
+async fn verify(store: &vak_host::Store, key: &[String]) -> ExitCode {
+    match store.verify(key).await {
+        Ok(v) => {
+            let chains = v.heads.len();
+            let verdict = match &v.first_bad {
+                None => {
+                    say!(
+                        "journal ok: {} entries in {chains} chain{}, chains and signatures verified ({} records, {} started entries; {} calls interrupted, {} running)",
+                        v.entries,
+                        if chains == 1 { "" } else { "s" },
+                        v.records,
+                        v.started,
+                        v.interrupted.len(),
+                        v.running.len()
+                    );
+                    for u in &v.interrupted {
+                        say!(
+                            "  interrupted: {} (started at {}#{}, no final record)",
+                            render::neutralise_line(&u.call_id),
+                            u.chain
+                                .as_deref()
+                                .map(|c| format!("chain {} ", render::neutralise_line(c)))
+                                .unwrap_or_default(),
+                            u.chain_seq
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
+                Some((seq, why)) => {
+                    say!(
+                        "journal BAD at entry #{seq}: {}",
+                        render::neutralise_line(why)
+                    );
+                    ExitCode::from(1)
+                }
+            };
+            // A shared store's chains are its nodes'; a local journal's, its processes'.
+            let label = match store {
+                vak_host::Store::Postgres(_) => "node",
+                vak_host::Store::Local(_) => "chain",
+            };
+            for h in &v.heads {
+                let node = h
+                    .node
+                    .as_deref()
+                    .map(|n| format!("{label} {} ", render::neutralise_line(n)))
+                    .unwrap_or_default();
+                say!("  head: {node}#{} {}", h.seq, h.hash);
+            }
+            verdict
+        }
+        Err(e) => usage_error(e),
+    }
+}
+
+/// Where a shown entry is: `chain C #n` (a node's name on a shared store), or `#n`.
+fn entry_place(shown: &vak_host::journal::Shown) -> String {
+    match &shown.node {
+        Some(chain) => format!(
+            "chain {} #{}",
+            render::neutralise_line(chain),
+            shown.chain_seq
+        ),
+        None => format!("#{}", shown.chain_seq),
+    }
+}
+
+/// What `vak audit show` says of the one entry it printed: that it checks out (its hash, its
+/// links in its chain, its signature), or a warning and exit status 1.
+fn shown_verdict(shown: &vak_host::journal::Shown) -> ExitCode {
+    let place = entry_place(shown);
+    match &shown.check {
+        Ok(()) => {
+            if shown.kind == vak_host::journal::Kind::Started {
+                say_err!(
+                    "vak: call {} is {}: its started entry (journal #{}, {place}) has no final record",
+                    render::neutralise_line(&shown.call_id),
+                    render::neutralise_line(&shown.status),
+                    shown.seq
+                );
+            }
+            say_err!(
+                "vak: journal #{} ({place}) checks out: its hash, its links in its chain and its signature",
+                shown.seq
+            );
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            say_err!(
+                "vak: WARNING: journal #{} ({place}) does not check out: {}. What is printed above is not what the host wrote; run `vak audit verify`.",
+                shown.seq,
+                render::neutralise_line(why)
+            );
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! `vak serve`: the admitted tools over MCP, on stdio (one connection, one session) or on
+//! streamable HTTP until Ctrl-C or SIGTERM; the refused components are named on stderr.
+
+use super::render;
+use std::process::ExitCode;
+use vak_host::Host;
+
+/// Serve until the client goes or a signal comes; then give the node's name back to the store,
+/// so that another process may take it at once.
+pub(super) async fn run(
+    host: &Host,
+    principal: Option<&str>,
+    http: Option<std::net::SocketAddr>,
+    allow_hosts: Vec<String>,
+    allow_origins: Vec<String>,
+) -> ExitCode {
+    use vak_host::mcp;
+    // A client sees only the tools served: the refused ones, and why, are said here.
+    for e in host.examinations() {
+        if let vak_host::Verdict::Refused { kind, reason, .. } = &e.verdict {
+            say_err!(
+                "vak serve: not serving {} [{kind}]: {}",
+                render::neutralise_line(&e.source),
+                render::neutralise_line(reason)
+            );
+        }
+    }
+    let served = match http {
+        None => mcp::serve_stdio(host, principal).await,
+        Some(addr) => {
+            let options = mcp::http::HttpOptions {
+                allow_hosts,
+                allow_origins,
+                principal: principal.map(str::to_string),
+            };
+            match mcp::http::Bound::bind(addr, &options).await {
+                Err(e) => Err(e),
+                Ok(bound) => {
+                    // On stderr: stdout is not ours to write while serving.
+                    say_err!(
+                        "vak: serving MCP at http://{}{}",
+                        bound.local_addr(),
+                        mcp::http::ENDPOINT
+                    );
+                    let shutdown = tokio_util::sync::CancellationToken::new();
+                    let on_signal = shutdown.clone();
+                    tokio::spawn(async move {
+                        shutdown_signal().await;
+                        on_signal.cancel();
+                    });
+                    bound.serve(host, &options, shutdown).await
+                }
+            }
+        }
+    };
+    let code = match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            say_err!("vak serve: {}", render::neutralise_line(&e.to_string()));
+            ExitCode::from(1)
+        }
+    };
+    host.store().close().await;
+    code
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(t) => t,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -1,0 +1,191 @@
+//! From the global options to what every command runs on: the engine settings (compiles in a
+//! worker process of this binary), the host, the store (a shared PostgreSQL store or this
+//! machine's state folder) and the signing key.
+
+use super::{Cli, args, render};
+use std::path::PathBuf;
+use vak_host::journal::{Journal, JournalError};
+use vak_host::revocation::RevocationError;
+use vak_host::signing::{HostKey, KeyError};
+use vak_host::{Host, HostBuilder, HostError, Policy, Revocations, StoreError};
+
+/// Why the host or the store the options name could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SetupError {
+    #[error(
+        "--store takes a postgres:// address, not `{}` (the local store needs no flag)",
+        render::neutralise(.0)
+    )]
+    NotPostgres(String),
+    #[error("--no-journal: a shared store always keeps the journal")]
+    NoJournalOnSharedStore,
+    /// The policy file, read for its digest (a shared store records each node's).
+    #[error("cannot read {}: {source}", .path.display())]
+    ReadPolicy {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Revocations(#[from] RevocationError),
+    #[error(transparent)]
+    Host(#[from] HostError),
+}
+
+/// `--compile-timeout` and `--compile-memory`, set once from the command line.
+static COMPILE_BOUNDS: std::sync::OnceLock<(Option<u64>, Option<u64>)> = std::sync::OnceLock::new();
+
+/// Keep `--compile-timeout` and `--compile-memory` for every host this process builds.
+pub(super) fn set_compile_bounds(cli: &Cli) {
+    let _ = COMPILE_BOUNDS.set((cli.compile_timeout, cli.compile_memory));
+}
+
+/// The engine settings of the `vak` command: the defaults, with every compile in a worker
+/// process of this same binary (memory capped, killed at its timeout).
+fn engine_settings() -> vak_host::EngineSettings {
+    let worker = std::env::current_exe()
+        .inspect_err(
+            |e| tracing::warn!(error = %e, "cannot find this program; compiling in this process"),
+        )
+        .ok();
+    let defaults = vak_host::EngineSettings::default();
+    let (timeout, memory) = COMPILE_BOUNDS.get().copied().unwrap_or_default();
+    vak_host::EngineSettings {
+        compile_worker: worker,
+        compile_timeout: timeout
+            .map(std::time::Duration::from_secs)
+            .unwrap_or(defaults.compile_timeout),
+        compile_memory_bytes: memory.map_or(defaults.compile_memory_bytes, |mib| mib << 20),
+        ..defaults
+    }
+}
+
+/// A builder with the command's engine settings, `policy`, and the AOT cache the options name
+/// (`--no-cache`: none; `--cache-dir`: that folder; else the default).
+pub(super) fn builder(policy: Policy, cache_dir: Option<PathBuf>, no_cache: bool) -> HostBuilder {
+    // The cache folder is one of the engine settings: set after them, or they would replace it.
+    let builder = HostBuilder::new()
+        .engine_settings(engine_settings())
+        .policy(policy);
+    if no_cache {
+        builder.cache_dir(None)
+    } else if let Some(dir) = cache_dir {
+        builder.cache_dir(Some(dir))
+    } else {
+        builder
+    }
+}
+
+/// The host the global options describe: their tools (else the bundled ones), `policy` (else the
+/// built-in one), their cache, `store`, `key`, and `approver` for the tools marked `ask`.
+pub(super) async fn build_host(
+    cli: &Cli,
+    policy: Option<Policy>,
+    store: vak_host::Store,
+    key: HostKey,
+    approver: Option<std::sync::Arc<dyn vak_host::approval::Approver>>,
+) -> Result<Host, SetupError> {
+    let mut builder = builder(
+        policy.unwrap_or_else(Policy::default_policy),
+        cli.cache_dir.clone(),
+        cli.no_cache,
+    )
+    .store(store)
+    .signing_key(key);
+    if let Some(approver) = approver {
+        builder = builder.approver(approver);
+    }
+    builder = match &cli.tools {
+        Some(dir) => builder.tools_dir(dir)?,
+        None => builder.bundled_tools(),
+    };
+    Ok(builder.build().await?)
+}
+
+/// The key that signs records: `--signing-key`, else `$VAK_SIGNING_KEY_FILE`, else a fresh one;
+/// its nonces made ahead with `--nonces-ahead`.
+pub(super) fn signing_key(cli: &Cli) -> Result<HostKey, KeyError> {
+    let key_file = cli
+        .signing_key
+        .clone()
+        .or_else(|| std::env::var_os("VAK_SIGNING_KEY_FILE").map(PathBuf::from));
+    let key = match key_file {
+        Some(file) => HostKey::load(&file)?,
+        None => HostKey::generate()?,
+    };
+    Ok(if cli.nonces_ahead {
+        key.with_nonces_ahead()
+    } else {
+        key
+    })
+}
+
+/// The journal in the state folder, if there is a state folder.
+fn open_journal(
+    state: Option<&PathBuf>,
+    durability: vak_host::journal::Durability,
+) -> Option<Result<Journal, JournalError>> {
+    let dir = args::state_dir(state)?;
+    Some(Journal::open(&dir.join("journal.sqlite"), durability))
+}
+
+/// The store the global options name: a shared PostgreSQL store, or this machine's state
+/// folder (the journal unless --no-journal, the revocations file).
+pub(super) async fn open_store(
+    cli: &Cli,
+    serving: bool,
+    public_key: &str,
+) -> Result<vak_host::Store, SetupError> {
+    use vak_host::store::postgres::{PgOptions, PgStore};
+    if let Some(url) = args::shared_store_url(cli) {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(SetupError::NotPostgres(url));
+        }
+        if cli.no_journal {
+            return Err(SetupError::NoJournalOnSharedStore);
+        }
+        let mut options = PgOptions::new(args::node_name(cli));
+        options.register = serving;
+        options.op_timeout = std::time::Duration::from_millis(cli.store_timeout_ms);
+        options.public_key = Some(public_key.to_string());
+        options.policy_sha256 = Some(match &cli.policy {
+            Some(path) => std::fs::read(path)
+                .map(|b| vak_host::digest::sha256_hex(&b))
+                .map_err(|source| SetupError::ReadPolicy {
+                    path: path.clone(),
+                    source,
+                })?,
+            None => "built-in".to_string(),
+        });
+        return PgStore::connect(&url, options)
+            .await
+            .map(vak_host::Store::Postgres)
+            .map_err(SetupError::from);
+    }
+    let revocations = open_revocations(cli.state_dir.as_ref())?;
+    let journal = if cli.no_journal {
+        None
+    } else {
+        let durability = if cli.journal_sync {
+            vak_host::journal::Durability::Synced
+        } else {
+            vak_host::journal::Durability::Committed
+        };
+        open_journal(cli.state_dir.as_ref(), durability).transpose()?
+    };
+    Ok(vak_host::Store::Local(vak_host::store::Local {
+        journal: journal.map(std::sync::Arc::new),
+        revocations: std::sync::Arc::new(revocations),
+    }))
+}
+
+/// The revocations file in the state folder, else revocations kept in memory only.
+fn open_revocations(state: Option<&PathBuf>) -> Result<Revocations, RevocationError> {
+    match args::state_dir(state) {
+        Some(dir) => Revocations::open(&dir.join("revocations.jsonl")),
+        None => Ok(Revocations::in_memory()),
+    }
+}

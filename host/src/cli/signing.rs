@@ -1,0 +1,91 @@
+//! `vak keygen` and `vak verify`: a signing key made for `--signing-key`, and saved call records
+//! checked against the host signature they carry.
+
+use super::{render, usage_error};
+use std::process::ExitCode;
+use vak_host::CallRecord;
+
+/// `vak verify FILE`: every record's signature checked (against `trusted` when given).
+pub(super) fn verify(file: &str, trusted: Option<&str>) -> ExitCode {
+    let text = if file == "-" {
+        let mut s = String::new();
+        if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut s) {
+            return usage_error(format!("cannot read stdin: {e}"));
+        }
+        s
+    } else {
+        match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) => return usage_error(format!("cannot read {file}: {e}")),
+        }
+    };
+    let records: Vec<CallRecord> = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(serde_json::Value::Array(items)) => {
+            match items.into_iter().map(serde_json::from_value).collect() {
+                Ok(r) => r,
+                Err(e) => return usage_error(format!("not a list of call records: {e}")),
+            }
+        }
+        Ok(one) => match serde_json::from_value(one) {
+            Ok(r) => vec![r],
+            Err(e) => return usage_error(format!("not a call record: {e}")),
+        },
+        Err(e) => return usage_error(format!("not JSON: {e}")),
+    };
+    let mut bad = 0;
+    for r in &records {
+        match vak_host::signing::verify(r, trusted) {
+            Ok(key) => say!(
+                "ok   {} signed by {}",
+                render::neutralise_line(&r.call_id),
+                render::neutralise_line(&key)
+            ),
+            Err(e) => {
+                bad += 1;
+                say!(
+                    "BAD  {}: {}",
+                    render::neutralise_line(&r.call_id),
+                    render::neutralise_line(&e.to_string())
+                );
+            }
+        }
+    }
+    if trusted.is_none() && bad == 0 {
+        say!("(the signatures match their embedded keys; pass --key to require this host's key)");
+    }
+    if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// `vak keygen FILE`: a new key whose seed goes to FILE (mode 0600), its public key printed.
+pub(super) fn keygen(file: &std::path::Path) -> ExitCode {
+    let key = match vak_host::signing::HostKey::generate() {
+        Ok(k) => k,
+        Err(e) => {
+            say_err!("vak: {}", render::neutralise_line(&e.to_string()));
+            return ExitCode::from(1);
+        }
+    };
+    let written = {
+        use std::io::Write as _;
+        #[cfg(unix)]
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        options.mode(0o600);
+        options
+            .open(file)
+            .and_then(|mut f| writeln!(f, "{}", key.seed_hex()))
+    };
+    match written {
+        Ok(()) => {
+            say!("{}", key.public_hex());
+            ExitCode::SUCCESS
+        }
+        Err(e) => usage_error(format!("cannot create {}: {e}", file.display())),
+    }
+}
