@@ -140,6 +140,8 @@ impl Host {
         let Ok((tool, arguments)) = self.proposal(call, record) else {
             return None;
         };
+        // From here on, every secret value the tool's grant could use is looked for, up to the
+        // sealed record.
         call.scrub = Arc::new(crate::secrets::scrubber_for(
             self.inner.secrets.as_deref(),
             &tool.grant,
