@@ -193,10 +193,7 @@ pub fn read_value(mut input: impl std::io::Read) -> Result<SecretValue, SecretEr
 }
 
 #[cfg(test)]
-mod tests;
-
-#[cfg(test)]
-mod value_tests {
+mod tests {
     use super::*;
 
     #[test]
