@@ -19,10 +19,12 @@ use std::sync::Arc;
 
 pub use crate::capabilities::client::grant::CLIENT_REQUESTS;
 pub use crate::capabilities::clock::grant::ZoneScope;
+pub use crate::capabilities::grant::{Scope, ToolGrant};
 pub use crate::capabilities::http::grant::{
     Credential, HTTP_METHODS, HTTP_READ_METHODS, HttpScope, Injection, Origin, SecretRef,
 };
 pub use crate::capabilities::workspace::grant::{Root, RootMode};
+pub use vak_core::types::{Caps, SessionCaps};
 
 /// The policy the `vak` binary uses by default: the bundled tools get what they claim.
 pub const DEFAULT_POLICY: &str = include_str!("../policy/default.toml");
@@ -56,41 +58,6 @@ impl PolicyError {
         }
         self
     }
-}
-
-/// Caps on one call's resources; `None` falls back to the policy's defaults, then the host's.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Caps {
-    pub fuel: Option<u64>,
-    pub memory_bytes: Option<u64>,
-    pub wall_time_ms: Option<u64>,
-    pub result_bytes: Option<u64>,
-    /// Calls of this tool one session may make.
-    pub calls_per_session: Option<u64>,
-}
-
-impl Caps {
-    /// `self`, with fields it leaves unset taken from `fallback`.
-    pub fn or(self, fallback: Caps) -> Caps {
-        Caps {
-            fuel: self.fuel.or(fallback.fuel),
-            memory_bytes: self.memory_bytes.or(fallback.memory_bytes),
-            wall_time_ms: self.wall_time_ms.or(fallback.wall_time_ms),
-            result_bytes: self.result_bytes.or(fallback.result_bytes),
-            calls_per_session: self.calls_per_session.or(fallback.calls_per_session),
-        }
-    }
-}
-
-/// Totals one session (a conversation, a turn: the embedder's unit) may use across its calls.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct SessionCaps {
-    pub calls: Option<u64>,
-    pub fuel: Option<u64>,
-    pub wall_time_ms: Option<u64>,
-    pub result_bytes: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -129,106 +96,6 @@ struct CapabilitiesFile {
     invoke: Option<invoke::InvokeGrantFile>,
     log: Option<crate::capabilities::log::LogGrantFile>,
     client: Option<client::ClientGrantFile>,
-}
-
-/// The scope of one granted capability.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scope {
-    /// `clock`: the zones the tool may read (`AnyZone` for `"*"`).
-    Zones(ZoneScope),
-    /// `http`: origins, address exceptions and caps.
-    Http(HttpScope),
-    /// `invoke`: the tools it may call as child runs.
-    Tools(Vec<String>),
-    /// `workspace`: the roots the tool may use.
-    Roots(Vec<Root>),
-    /// `client`: the requests (`sampling`, `elicitation`) the tool may send the caller's client.
-    Requests(Vec<String>),
-    /// A capability without scopes (`log`).
-    Unscoped,
-}
-
-/// What the policy grants one tool, compiled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolGrant {
-    pub tool: String,
-    pub capabilities: BTreeMap<Capability, Scope>,
-    /// The tool's caps with the policy defaults filled in.
-    pub caps: Caps,
-    /// Only these principals may call the tool (`None`: any principal).
-    pub principals: Option<Vec<String>>,
-    /// Every call needs a person's approval before dispatch.
-    pub ask: bool,
-    /// How long an approval may take.
-    pub approval_timeout_ms: u64,
-}
-
-impl ToolGrant {
-    /// Whether `capability` is granted.
-    pub fn grants(&self, capability: Capability) -> bool {
-        self.capabilities.contains_key(&capability)
-    }
-
-    /// Whether anything of the grant waits for an approval: the tool, a root or an origin.
-    pub fn asks(&self) -> bool {
-        self.ask
-            || self.http().is_some_and(|h| !h.ask.is_empty())
-            || matches!(self.capabilities.get(&Capability::Workspace), Some(Scope::Roots(roots)) if roots.iter().any(|r| r.ask))
-    }
-
-    /// Whether `principal` may call the tool.
-    pub fn allows_principal(&self, principal: Option<&str>) -> bool {
-        match &self.principals {
-            None => true,
-            Some(list) => principal.is_some_and(|p| list.iter().any(|q| q == p)),
-        }
-    }
-
-    /// The `http` scope, if granted.
-    pub fn http(&self) -> Option<&HttpScope> {
-        match self.capabilities.get(&Capability::Http) {
-            Some(Scope::Http(h)) => Some(h),
-            _ => None,
-        }
-    }
-
-    /// Whether the grant lets the tool invoke `tool` as a child run.
-    pub fn may_invoke(&self, tool: &str) -> bool {
-        matches!(self.capabilities.get(&Capability::Invoke), Some(Scope::Tools(t)) if t.iter().any(|x| x == tool))
-    }
-
-    /// The granted workspace root named `name`.
-    pub fn root(&self, name: &str) -> Option<&Root> {
-        match self.capabilities.get(&Capability::Workspace) {
-            Some(Scope::Roots(roots)) => roots.iter().find(|r| r.name == name),
-            _ => None,
-        }
-    }
-
-    /// Whether the grant lets the tool send its caller's client `request` (`sampling`, `elicitation`).
-    pub fn may_ask(&self, request: &str) -> bool {
-        matches!(self.capabilities.get(&Capability::Client), Some(Scope::Requests(r)) if r.iter().any(|x| x == request))
-    }
-
-    /// Whether the grant covers reading the clock in `zone`.
-    pub fn clock_zone_allowed(&self, zone: &str) -> bool {
-        matches!(self.capabilities.get(&Capability::Clock), Some(Scope::Zones(z)) if z.allows(zone))
-    }
-
-    /// Whether the grant covers a claim of `capability` with `scopes`; `Err` says what is missing.
-    pub fn covers(&self, capability: Capability, scopes: &[String]) -> Result<(), String> {
-        let Some(scope) = self.capabilities.get(&capability) else {
-            return Err(format!("the policy does not grant `{}`", capability.name()));
-        };
-        match scope {
-            Scope::Unscoped => Ok(()),
-            Scope::Http(h) => http::covers(h, scopes),
-            Scope::Tools(tools) => invoke::covers(tools, scopes),
-            Scope::Requests(requests) => client::covers(requests, scopes),
-            Scope::Roots(roots) => workspace::covers(roots, scopes),
-            Scope::Zones(zones) => zones.covers(scopes),
-        }
-    }
 }
 
 /// A compiled policy.

@@ -259,3 +259,8 @@ fn the_checker_finds_a_circle_and_reads_grouped_imports() {
     );
     assert_eq!(crate_paths("let x = vak_crate::y + crate::z::w();"), ["z"]);
 }
+
+#[test]
+fn the_host_modules_import_one_way() {
+    assert_acyclic("host/src");
+}

@@ -90,3 +90,38 @@ pub struct Receipt {
     /// When the host carried it out (RFC 3339, UTC).
     pub at: String,
 }
+
+/// Caps on one call's resources; `None` falls back to the policy's defaults, then the host's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Caps {
+    pub fuel: Option<u64>,
+    pub memory_bytes: Option<u64>,
+    pub wall_time_ms: Option<u64>,
+    pub result_bytes: Option<u64>,
+    /// Calls of this tool one session may make.
+    pub calls_per_session: Option<u64>,
+}
+
+impl Caps {
+    /// `self`, with fields it leaves unset taken from `fallback`.
+    pub fn or(self, fallback: Caps) -> Caps {
+        Caps {
+            fuel: self.fuel.or(fallback.fuel),
+            memory_bytes: self.memory_bytes.or(fallback.memory_bytes),
+            wall_time_ms: self.wall_time_ms.or(fallback.wall_time_ms),
+            result_bytes: self.result_bytes.or(fallback.result_bytes),
+            calls_per_session: self.calls_per_session.or(fallback.calls_per_session),
+        }
+    }
+}
+
+/// Totals one session (a conversation, a turn: the embedder's unit) may use across its calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionCaps {
+    pub calls: Option<u64>,
+    pub fuel: Option<u64>,
+    pub wall_time_ms: Option<u64>,
+    pub result_bytes: Option<u64>,
+}

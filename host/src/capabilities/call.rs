@@ -3,11 +3,11 @@
 //! impl runs on it. Built fresh for every call; the grant itself was compiled at admission.
 
 use super::Capability;
+use super::ToolGrant;
 use super::client::ClientChannel;
 use super::invoke::FuelShare;
 use super::receipts::ReceiptSink;
 use crate::bindings::vak::tool::types::CapabilityError;
-use crate::policy::ToolGrant;
 use crate::revocation::Revocations;
 use std::sync::Arc;
 use vak_core::ports::child::ChildRunner;
@@ -108,9 +108,9 @@ impl Broker {
     /// binds a secret this host does not hold).
     pub(crate) fn secret_value(
         &self,
-        credential: &crate::policy::Credential,
+        credential: &super::http::grant::Credential,
     ) -> Result<crate::secrets::SecretValue, CapabilityError> {
-        crate::secrets::resolve(self.secrets.as_deref(), credential)
+        super::http::credentials::resolve(self.secrets.as_deref(), credential)
             .map_err(CapabilityError::Failed)
     }
 

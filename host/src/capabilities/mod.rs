@@ -11,6 +11,7 @@ pub mod call;
 mod claims;
 pub mod client;
 pub mod clock;
+pub mod grant;
 pub mod http;
 pub mod invoke;
 pub mod log;
@@ -21,7 +22,7 @@ pub use call::Broker;
 pub use receipts::{MAX_RECEIPTS_PER_CALL, ReceiptSink};
 pub use vak_core::types::{Capability, Receipt};
 
-use crate::policy::ToolGrant;
+pub use grant::ToolGrant;
 use wasmtime::component::Linker;
 
 /// Store data that holds a call's [`Broker`]: what a capability's interface is linked against.

@@ -142,7 +142,7 @@ impl Host {
         };
         // From here on, every secret value the tool's grant could use is looked for, up to the
         // sealed record.
-        call.scrub = Arc::new(crate::secrets::scrubber_for(
+        call.scrub = Arc::new(crate::capabilities::http::credentials::scrubber_for(
             self.inner.secrets.as_deref(),
             &tool.grant,
         ));

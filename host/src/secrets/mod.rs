@@ -124,52 +124,6 @@ impl SecretSource for EnvSecrets {
     }
 }
 
-/// The value of `credential`'s secret from `source` (or the environment), or why there is
-/// none.
-pub fn resolve(
-    source: Option<&dyn SecretSource>,
-    credential: &crate::policy::Credential,
-) -> Result<SecretValue, String> {
-    let missing = |what: String| {
-        format!(
-            "the credential {:?} is bound to {what}, which this host does not hold",
-            credential.alias
-        )
-    };
-    match &credential.secret {
-        crate::policy::SecretRef::Env(var) => std::env::var(var)
-            .ok()
-            .filter(|v| !v.is_empty())
-            .map(SecretValue)
-            .ok_or_else(|| missing(format!("the environment variable {var}"))),
-        crate::policy::SecretRef::Stored(name) => match source.map(|s| s.get(name)) {
-            Some(Ok(Some(v))) => Ok(v),
-            Some(Err(e)) => Err(format!("the credential {:?}: {e}", credential.alias)),
-            _ => Err(missing(format!("the secret {name:?}"))),
-        },
-    }
-}
-
-/// The scrubber for a call under `grant`: every credential value it could use, labelled with
-/// the aliases that bind it. Built once per call (the values are read then: a value changed
-/// during the call is not injected, see `capabilities::http`).
-pub fn scrubber_for(
-    source: Option<&dyn SecretSource>,
-    grant: &crate::policy::ToolGrant,
-) -> Scrubber {
-    let Some(http) = grant.http() else {
-        return Scrubber::none();
-    };
-    if http.credentials.is_empty() {
-        return Scrubber::none();
-    }
-    Scrubber::labelled(
-        http.credentials
-            .values()
-            .filter_map(|c| resolve(source, c).ok().map(|v| (v, c.alias.clone()))),
-    )
-}
-
 /// Read a secret value from `input` (standard input for `vak secret set`): all of it, less one
 /// trailing newline (what `echo` and a terminal add), so a value is exactly what was typed.
 pub fn read_value(mut input: impl std::io::Read) -> Result<SecretValue, SecretError> {

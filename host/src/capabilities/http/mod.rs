@@ -21,6 +21,7 @@
 mod address;
 pub mod coding;
 mod connect;
+pub mod credentials;
 mod fetch;
 pub mod grant;
 mod request;
