@@ -10,6 +10,11 @@
 //! Tools are admitted once ([`admission`]): compiled (with an AOT cache), their imports checked
 //! against their claims and the policy, and pre-linked for their grant.
 //!
+//! The pure stages (proposal, schema, registry, evidence, outcome, projection, the record, the
+//! journal's chain checks) live in the `vak-core` crate and are re-exported here at the paths
+//! they always had; this crate runs components, brokers their effects (one folder per
+//! capability) and keeps records. `docs/architecture.md` draws the layout.
+//!
 //! Start with [`HostBuilder`].
 
 pub mod admission;

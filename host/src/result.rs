@@ -252,7 +252,7 @@ pub fn collect(r: wit::ToolResult, limit: u64) -> Result<ToolResultRecord, Resul
 }
 
 /// The tool's own error value, kept as returned up to its caps ([`MAX_TOOL_ERROR_CODE_BYTES`],
-/// and [`MAX_TOOL_ERROR_MESSAGE_BYTES`] once [`cut_to_cap`] ran): a message
+/// and `MAX_TOOL_ERROR_MESSAGE_BYTES` once `cut_to_cap` ran): a message
 /// over its cap keeps its size and digest here.
 pub fn tool_error(e: wit::ToolError) -> (ToolErrorRecord, ResultError) {
     let code = cut(&e.code, MAX_TOOL_ERROR_CODE_BYTES).0.to_string();

@@ -4,7 +4,8 @@
 //!   database driver, HTTP stack or capability-based file system (read from `cargo tree`);
 //! - within each library crate, the top-level modules import one way: no circle of `crate::`
 //!   imports between two or more of them (a module's own submodules may import each other);
-//! - no source file of the libraries or the binary is over the size a reader can hold.
+//! - no source file of the libraries or the binary is over the size a reader can hold
+//!   (`MAX_FILE_LINES`; tests and benchmark drivers aside).
 //!
 //! Run alone with `cargo test -p vak-tests --test architecture`; a failure names the
 //! dependency path, the circle (with one import of each step), or the file.
@@ -263,4 +264,25 @@ fn the_checker_finds_a_circle_and_reads_grouped_imports() {
 #[test]
 fn the_host_modules_import_one_way() {
     assert_acyclic("host/src");
+}
+
+/// The most lines a source file of the libraries or the binary may hold: what a reader takes in
+/// at one sitting ("about 700"). Tests and benchmark drivers are not held to it.
+const MAX_FILE_LINES: usize = 720;
+
+#[test]
+fn no_source_file_is_too_long_to_read() {
+    let mut files = Vec::new();
+    collect_rs(&workspace().join("crates"), &mut files);
+    collect_rs(&workspace().join("host/src"), &mut files);
+    assert!(files.len() > 50, "source files found: {}", files.len());
+    let long: Vec<String> = files
+        .iter()
+        .filter(|f| f.file_name().is_some_and(|n| n != "tests.rs"))
+        .filter_map(|f| {
+            let lines = std::fs::read_to_string(f).unwrap().lines().count();
+            (lines > MAX_FILE_LINES).then(|| format!("{}: {lines} lines", f.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "over {MAX_FILE_LINES} lines: {long:#?}");
 }

@@ -3,7 +3,7 @@
 //! the admitted limits in the session's ledger, so concurrent calls of one session cannot overrun
 //! it; after the call the reservation is replaced by what the call really used.
 //!
-//! The arithmetic is [`arith`]; the totals are kept behind the ledger port
+//! The arithmetic is `arith`; the totals are kept behind the ledger port
 //! (`vak_core::ports::ledger`): in this process ([`Ledger::memory`]), or in the shared store of
 //! several nodes, which implements the port (the reservation is one conditional update in the
 //! database, and the charge is committed with the call's journal entry).

@@ -30,7 +30,7 @@ impl ReceiptSink {
     /// Record an effect carried out (`ok`) or not, and return its receipt id. Its digest is
     /// that of the observed content when given (a file's or a body's SHA-256), else that of
     /// `outcome`. The id is empty once the call holds [`MAX_RECEIPTS_PER_CALL`] receipts, which
-    /// every request checks (with [`Broker::out_of_receipts`]) before acting.
+    /// every request checks (with `Broker::out_of_receipts`) before acting.
     pub fn issue(
         &self,
         capability: Capability,

@@ -17,7 +17,7 @@ pub fn say(text: &str) {
         .write_all(neutralise(text).as_bytes());
 }
 
-/// [`say`] on stderr.
+/// `say` on stderr.
 pub fn say_err(text: &str) {
     use std::io::Write as _;
     let _ = std::io::stderr()

@@ -187,7 +187,7 @@ impl HostBuilder {
     }
 
     /// Start the engine and admit every component. Refused components are kept as
-    /// [`Examination`]s with their reasons; the host serves the admitted ones.
+    /// `Examination`s with their reasons; the host serves the admitted ones.
     pub async fn build(self) -> Result<Host, HostError> {
         let key = match self.key {
             Some(k) => k,

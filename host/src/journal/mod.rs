@@ -11,7 +11,7 @@
 //! process is gone): [`Journal::list`] and [`Journal::verify`] say which.
 //!
 //! **One chain per process.** Each process that writes (each [`Journal`], at its first append)
-//! takes a chain of its own, with its own log, in `<journal>-chains/` ([`log`]): the chain of a
+//! takes a chain of its own, with its own log, in `<journal>-chains/` (`log`): the chain of a
 //! process that is gone (its log's lock free), or a new one. Every process's indexer inserts its
 //! own chain's entries into the one database (WAL, a busy timeout), so that the global `seq` is
 //! the order in which entries were committed and `UNIQUE (chain, chain_seq)` keeps every chain
@@ -29,7 +29,7 @@
 //! up, so they see every entry this process acknowledged (and the other processes' entries
 //! once their indexers have inserted them, within [`INDEX_DELAY`]).
 //!
-//! Appends go through one writer per journal with group commit ([`writer`]): entries appended
+//! Appends go through one writer per journal with group commit (`writer`): entries appended
 //! at once, `started` entries and records alike, are written (and synced, with
 //! `Durability::Synced`) as one batch, signed together.
 //!

@@ -88,7 +88,7 @@ impl FormKind {
 
 /// A value and the forms it commonly takes on the wire, whole: base64 (standard and URL-safe,
 /// padded or not), percent- and form-encoding (upper- and lowercase hex digits), hex (both
-/// cases). For tests and docs; the scrubber recognises more (see [`Scrubber`]).
+/// cases). For tests and docs; the scrubber recognises more (see `Scrubber`).
 pub fn encodings(value: &str) -> Vec<String> {
     use base64::Engine as _;
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};

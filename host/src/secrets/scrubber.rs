@@ -79,7 +79,7 @@ struct Hit {
 ///
 /// A match is redacted whole, as far as the text goes on agreeing with the form, with the
 /// escapes it was decoded from. The cost is linear in the text: two automata (one exact, one
-/// case-insensitive for hex) over the first [`FRAGMENT`] bytes of each form, run over the text
+/// case-insensitive for hex) over the first `FRAGMENT` bytes of each form, run over the text
 /// and over each view of it that the text's characters call for; the automata are built once
 /// per call, and their size does not depend on a value's length.
 ///

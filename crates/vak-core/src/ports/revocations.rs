@@ -80,7 +80,7 @@ pub enum RevocationError {
     },
 }
 
-/// Which nodes of a shared store confirmed a revocation before [`Revocations::revoke`] returned.
+/// Which nodes of a shared store confirmed a revocation before `Revocations::revoke` returned.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Confirmation {
     /// Nodes that applied it: every call they check from then on is refused.
