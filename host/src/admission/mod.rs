@@ -8,7 +8,7 @@ use crate::bindings::vak::tool::types as wit;
 use crate::capabilities::{Broker, Capability};
 use crate::dispatch::linker::{ALLOWED_WASI, ALLOWED_WASI_SEED, GrantSet};
 use crate::dispatch::run::Entry;
-use crate::dispatch::{GuestReturn, Runtime};
+use crate::dispatch::{CompileError, GuestReturn, Runtime};
 use crate::policy::{Policy, ToolGrant};
 use crate::record::Limits;
 use crate::schema::CompiledSchema;
@@ -155,20 +155,10 @@ pub struct Import {
 /// Why a component was not admitted.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum AdmissionError {
-    #[error("not a WebAssembly component this engine can compile: {0}")]
-    Compile(String),
-    #[error("the component is {size} bytes; this host compiles components of at most {limit}")]
-    TooLarge { size: usize, limit: usize },
-    #[error("the component did not compile within {limit_ms} ms; refused")]
-    CompileTimeout { limit_ms: u64 },
-    #[error("the component's code is past this host's compile bounds: {0}")]
-    CodeOverBound(crate::dispatch::code::CodeRefusal),
-    #[error("compiling the component needed more than {limit_bytes} bytes of memory; refused")]
-    CompileMemory { limit_bytes: u64 },
-    /// The host could not run the compile (no thread, no worker process): not the component's
-    /// fault, so a retry may succeed.
-    #[error("the host could not compile the component: {0}")]
-    CompileHost(String),
+    /// The component was not compiled: malformed, too large, past the code bounds, out of its
+    /// compile's time or memory, or the host could not run the compile.
+    #[error(transparent)]
+    Compile(#[from] CompileError),
     #[error(
         "the component does not export `{WIT_PACKAGE}/tool@{WIT_ACCEPTS}` (it exports: {exports:?})"
     )]
@@ -207,30 +197,11 @@ pub enum AdmissionError {
     DuplicateName { tool: String },
 }
 
-impl From<crate::dispatch::CompileError> for AdmissionError {
-    fn from(e: crate::dispatch::CompileError) -> Self {
-        use crate::dispatch::CompileError as C;
-        match e {
-            C::Compile(m) => AdmissionError::Compile(m),
-            C::TooLarge { size, limit } => AdmissionError::TooLarge { size, limit },
-            C::CompileTimeout { limit_ms } => AdmissionError::CompileTimeout { limit_ms },
-            C::CodeOverBound(r) => AdmissionError::CodeOverBound(r),
-            C::CompileMemory { limit_bytes } => AdmissionError::CompileMemory { limit_bytes },
-            C::CompileHost(m) => AdmissionError::CompileHost(m),
-        }
-    }
-}
-
 impl AdmissionError {
     /// A stable snake_case name of the condition.
     pub fn kind(&self) -> &'static str {
         match self {
-            AdmissionError::Compile(_) => "compile_failed",
-            AdmissionError::TooLarge { .. } => "too_large",
-            AdmissionError::CompileTimeout { .. } => "compile_timeout",
-            AdmissionError::CodeOverBound(_) => "code_over_bound",
-            AdmissionError::CompileMemory { .. } => "compile_memory_exceeded",
-            AdmissionError::CompileHost(_) => "compile_unavailable",
+            AdmissionError::Compile(e) => e.kind(),
             AdmissionError::NotATool { .. } => "not_a_tool",
             AdmissionError::UnsupportedVersion { .. } => "unsupported_version",
             AdmissionError::ForbiddenImports { .. } => "forbidden_imports",
@@ -248,7 +219,7 @@ impl AdmissionError {
     /// Whether admitting the same bytes again could succeed: only when the host, not the
     /// component, failed (as for a call, a refusal of what the component is never is).
     pub fn retryable(&self) -> bool {
-        matches!(self, AdmissionError::CompileHost(_))
+        matches!(self, AdmissionError::Compile(e) if e.retryable())
     }
 
     /// The verdict that refuses a component for this error.
@@ -581,10 +552,10 @@ impl Runtime {
         let linker = self
             .linkers
             .for_grants(&self.engine, grants)
-            .map_err(|e| AdmissionError::Compile(format!("linking: {e:#}")))?;
+            .map_err(|e| CompileError::Compile(format!("linking: {e:#}")))?;
         let pre = linker
             .instantiate_pre(component)
-            .map_err(|e| AdmissionError::Compile(format!("linking: {e:#}")))?;
+            .map_err(|e| CompileError::Compile(format!("linking: {e:#}")))?;
         SandboxedToolPre::new(pre).map_err(|e| AdmissionError::NotATool {
             exports: vec![format!("{e:#}")],
         })

@@ -140,7 +140,7 @@ fn refusal_lists_and_reasons_do_not_grow_with_the_input() {
     assert_eq!(many.last().map(String::as_str), Some("… and 99992 more"));
     let e = AdmissionError::ForbiddenImports { imports: many };
     assert!(e.to_string().len() < 4 * 1024, "{}", e.to_string().len());
-    let e = AdmissionError::Compile("z".repeat(10 << 20));
+    let e = AdmissionError::from(CompileError::Compile("z".repeat(10 << 20)));
     let Verdict::Refused { reason, .. } = e.verdict() else {
         unreachable!()
     };
@@ -149,6 +149,6 @@ fn refusal_lists_and_reasons_do_not_grow_with_the_input() {
         "{}",
         reason.len()
     );
-    assert!(AdmissionError::CompileHost("no thread".into()).retryable());
-    assert!(!AdmissionError::CompileTimeout { limit_ms: 1 }.retryable());
+    assert!(AdmissionError::from(CompileError::CompileHost("no thread".into())).retryable());
+    assert!(!AdmissionError::from(CompileError::CompileTimeout { limit_ms: 1 }).retryable());
 }

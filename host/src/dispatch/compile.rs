@@ -27,8 +27,7 @@ use std::time::Instant;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-/// Why a component was not compiled: the admission stage reports each as its own
-/// `AdmissionError` (same words), with its kind and whether a retry helps.
+/// Why a component was not compiled (the admission stage reports it as its refusal).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CompileError {
     #[error("not a WebAssembly component this engine can compile: {0}")]
@@ -41,8 +40,29 @@ pub enum CompileError {
     CodeOverBound(super::code::CodeRefusal),
     #[error("compiling the component needed more than {limit_bytes} bytes of memory; refused")]
     CompileMemory { limit_bytes: u64 },
+    /// The host could not run the compile (no thread, no worker process): not the component's
+    /// fault, so a retry may succeed.
     #[error("the host could not compile the component: {0}")]
     CompileHost(String),
+}
+
+impl CompileError {
+    /// A stable snake_case name of the condition.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CompileError::Compile(_) => "compile_failed",
+            CompileError::TooLarge { .. } => "too_large",
+            CompileError::CompileTimeout { .. } => "compile_timeout",
+            CompileError::CodeOverBound(_) => "code_over_bound",
+            CompileError::CompileMemory { .. } => "compile_memory_exceeded",
+            CompileError::CompileHost(_) => "compile_unavailable",
+        }
+    }
+
+    /// Whether compiling the same bytes again could succeed: only when the host failed.
+    pub fn retryable(&self) -> bool {
+        matches!(self, CompileError::CompileHost(_))
+    }
 }
 
 /// The first argument that makes the `vak` binary a compile worker (see [`worker_main`]).
