@@ -130,7 +130,7 @@ pub fn admit_ask(
         .min(left("fuel", caps.fuel, used.fuel, reserved.fuel)?);
     granted.wall_ms = granted.wall_ms.min(left(
         "wall_time_ms",
-        caps.wall_ms,
+        caps.wall_time_ms,
         used.wall_ms,
         reserved.wall_ms,
     )?);

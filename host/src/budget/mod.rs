@@ -17,7 +17,7 @@ pub use vak_core::ports::ledger::{BudgetError, Settlement, Totals};
 use crate::policy::SessionCaps;
 use crate::record::{Limits, Usage};
 use std::sync::Arc;
-use vak_core::ports::ledger::{Ask, LedgerPort, SessionLimits};
+use vak_core::ports::ledger::{Ask, LedgerPort};
 use vak_core::ports::store::StoreError;
 
 /// What one call asks of its session's ledger.
@@ -37,12 +37,7 @@ impl Claim<'_> {
         Ask {
             tool: self.tool,
             principal: self.principal,
-            session: SessionLimits {
-                calls: c.calls,
-                fuel: c.fuel,
-                wall_ms: c.wall_time_ms,
-                result_bytes: c.result_bytes,
-            },
+            session: *c,
             tool_calls: self.calls_per_session,
             wanted: arith::held_for(&self.limits),
         }

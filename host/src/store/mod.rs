@@ -21,9 +21,7 @@ use crate::journal::{Entry, Filter, Journal, JournalError, Listed, Shown, Starte
 use crate::record::CallRecord;
 use crate::revocation::Revocations;
 use crate::signing::HostKey;
-use futures::future::BoxFuture;
 use std::sync::Arc;
-use vak_core::ports::journal::JournalSink;
 
 pub use vak_core::ports::journal::Wait;
 pub use vak_core::ports::store::StoreError;
@@ -179,37 +177,5 @@ impl Store {
             Store::Local(Local { journal: None, .. }) => "local, no journal".to_string(),
             Store::Postgres(p) => p.describe(),
         }
-    }
-}
-
-/// The lifecycle's view of the store's journal ([`Store::start`], [`Store::sign_and_append`]).
-impl JournalSink for Store {
-    type Started = Started;
-    type Record = CallRecord;
-    type Signer = Arc<HostKey>;
-    type Place = Entry;
-    type Error = JournalError;
-
-    fn start<'a>(
-        &'a self,
-        started: &'a mut Started,
-        signer: &'a Arc<HostKey>,
-        deadline: std::time::Instant,
-    ) -> BoxFuture<'a, Option<Result<Entry, JournalError>>> {
-        Box::pin(Store::start(self, started, signer, deadline))
-    }
-
-    fn commit<'a>(
-        &'a self,
-        record: &'a mut CallRecord,
-        signer: &'a Arc<HostKey>,
-        settlement: Option<Settlement>,
-        wait: Wait,
-    ) -> BoxFuture<'a, Option<Result<Entry, JournalError>>> {
-        Box::pin(self.sign_and_append(record, signer, settlement, wait))
-    }
-
-    fn deadline(&self) -> std::time::Instant {
-        Store::deadline(self)
     }
 }

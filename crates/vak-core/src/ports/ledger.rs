@@ -34,21 +34,13 @@ impl Totals {
     }
 }
 
-/// The caps on a session's totals (`None`: not capped).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SessionLimits {
-    pub calls: Option<u64>,
-    pub fuel: Option<u64>,
-    pub wall_ms: Option<u64>,
-    pub result_bytes: Option<u64>,
-}
-
 /// What one call asks of its session's ledger.
 #[derive(Debug, Clone)]
 pub struct Ask<'a> {
     pub tool: &'a str,
     pub principal: Option<&'a str>,
-    pub session: SessionLimits,
+    /// The caps on the session's totals (`None`: not capped).
+    pub session: crate::types::SessionCaps,
     /// Calls of this tool one session may make.
     pub tool_calls: Option<u64>,
     /// What the call would be given: one call, its fuel, wall time and result bytes.
@@ -62,7 +54,7 @@ impl Ask<'_> {
         let s = &self.session;
         s.calls.is_some()
             || s.fuel.is_some()
-            || s.wall_ms.is_some()
+            || s.wall_time_ms.is_some()
             || s.result_bytes.is_some()
             || self.tool_calls.is_some()
     }

@@ -85,7 +85,7 @@ impl SharedLedger {
             caps: [
                 caps.calls,
                 caps.fuel,
-                caps.wall_ms,
+                caps.wall_time_ms,
                 caps.result_bytes,
                 ask.tool_calls,
             ]
