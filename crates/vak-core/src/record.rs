@@ -163,18 +163,6 @@ pub struct JournalFailure {
     pub retryable: bool,
 }
 
-impl JournalFailure {
-    /// The condition's stable snake_case name.
-    pub fn kind(&self) -> &'static str {
-        self.kind
-    }
-
-    /// Whether the same call, retried, could be journaled.
-    pub fn retryable(&self) -> bool {
-        self.retryable
-    }
-}
-
 /// The complete record of one call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallRecord {

@@ -498,7 +498,7 @@ impl Host {
             .map(|written| written.map_err(|e| e.failure()));
         if let Some(Err(e)) = &record.journaled {
             // An outage is logged once by the store, with a count; not here for every call.
-            if e.retryable() {
+            if e.retryable {
                 tracing::debug!(call_id = %record.call_id, error = %e, "the record could not be journaled");
             } else {
                 tracing::error!(call_id = %record.call_id, error = %e, "the record could not be journaled");

@@ -193,8 +193,8 @@ impl VakMcp {
                 message,
                 Some(serde_json::json!({
                     "call_id": record.call_id,
-                    "kind": e.kind(),
-                    "retryable": e.retryable() || not_run,
+                    "kind": e.kind,
+                    "retryable": e.retryable || not_run,
                 })),
             ));
         }
