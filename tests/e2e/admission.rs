@@ -358,12 +358,18 @@ fn peak_rss(pid: u32) -> u64 {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_memory_bomb_compiles_under_its_own_ceiling_and_never_refuses_an_honest_tool() {
     use serde_json::json;
-    let ceiling_mib = 128u64;
+    // The ceiling counts committed writable memory (RLIMIT_DATA), which the allocator keeps at
+    // two to three times what is resident. Measured on a debug build, 2 cores: the honest
+    // `clock` compiles at 112 MiB and above (never at 104), also with another compile and two
+    // busy loops beside it; the bomb needs more than 256 MiB (184 MB resident).
+    let ceiling_mib = 192u64;
+    // The server's own peak: a compile of the bomb in this process would take it past this.
+    let server_mib = 128u64;
     let bomb = nesting_bomb(4_000, 1_000_000);
     let policy = "[tools.clock]\ncapabilities.clock = { zones = [\"*\"] }\n";
     // Every start compiles both (no cache), the bomb beside the honest tool, in worker processes
     // capped at the ceiling: the honest tool is admitted every time, the server's own peak
-    // memory stays under the ceiling (a compile in this process would take it past: ~200 MB).
+    // memory stays under `server_mib`.
     let runs = 3;
     let mut admitted = 0;
     for run in 0..runs {
@@ -403,21 +409,23 @@ async fn a_memory_bomb_compiles_under_its_own_ceiling_and_never_refuses_an_hones
         }
         let peak = peak_rss(pid);
         eprintln!(
-            "run {run}: tools {names:?}; server peak {} MiB, ceiling {ceiling_mib} MiB",
+            "run {run}: tools {names:?}; server peak {} MiB (at most {server_mib}), compile \
+             ceiling {ceiling_mib} MiB",
             peak >> 20
         );
-        assert!(peak < ceiling_mib << 20, "{} MiB", peak >> 20);
+        assert!(peak < server_mib << 20, "{} MiB", peak >> 20);
         child.kill().await.ok();
     }
     assert_eq!(admitted, runs, "the honest tool was admitted every time");
 
     // And the bomb's verdict says why.
+    let memory = ceiling_mib.to_string();
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("tools")).unwrap();
     std::fs::write(dir.path().join("tools/bomb.wasm"), &bomb).unwrap();
     std::fs::write(dir.path().join("policy.toml"), policy).unwrap();
     let out = vak_tests::vak_in(dir.path())
-        .args(["--no-cache", "--compile-memory", "128", "tools", "--json"])
+        .args(["--no-cache", "--compile-memory", &memory, "tools", "--json"])
         .output()
         .unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");

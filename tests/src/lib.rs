@@ -219,9 +219,9 @@ pub fn serve_command(
     let folder = dir.join("tools");
     std::fs::create_dir_all(&folder).expect("tools folder");
     for (name, bytes) in tools {
-        std::fs::write(folder.join(format!("{name}.wasm")), bytes).expect("write a tool");
+        write_whole(&folder.join(format!("{name}.wasm")), bytes);
     }
-    std::fs::write(dir.join("policy.toml"), policy).expect("write the policy");
+    write_whole(&dir.join("policy.toml"), policy.as_bytes());
     let mut cmd = tokio::process::Command::from(vak_in(dir));
     cmd.arg("serve")
         .args(args)
@@ -230,6 +230,17 @@ pub fn serve_command(
         .stderr(stderr)
         .kill_on_drop(true);
     cmd
+}
+
+/// Write `bytes` to `path` by a rename, so that a server started earlier on the same folder
+/// never reads a file half rewritten (tests start several servers on one state directory).
+fn write_whole(path: &std::path::Path, bytes: &[u8]) {
+    if std::fs::read(path).is_ok_and(|held| held == bytes) {
+        return;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes).expect("write a test file");
+    std::fs::rename(&tmp, path).expect("rename a test file into place");
 }
 
 /// Start `vak serve --http 127.0.0.1:0` from `cmd` (see [`serve_command`]) and return it with

@@ -76,8 +76,9 @@ struct Cli {
     /// for its place is not timed); past it the component is refused [default: 120].
     #[arg(long, global = true, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     compile_timeout: Option<u64>,
-    /// Memory one compile (a worker process) may hold, in MiB; past it the component is
-    /// refused [default: 2048].
+    /// Memory one compile (a worker process) may commit, in MiB, counted as its data segment
+    /// (the allocator keeps 2-3x what is resident; a 300 KB tool needs ~110); past it the
+    /// component is refused [default: 2048].
     #[arg(long, global = true, value_name = "MIB", value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
     compile_memory: Option<u64>,
     /// Where vak keeps its state (revocations) [default: $VAK_STATE_DIR, else ~/.local/state/vak].

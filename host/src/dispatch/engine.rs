@@ -41,8 +41,9 @@ pub struct EngineSettings {
     /// in this process, on threads of the compile's own, where the timeout stops the wait but
     /// not the compile. The `vak` binary names itself.
     pub compile_worker: Option<std::path::PathBuf>,
-    /// The data segment a compile worker may hold; past it the component is refused as
-    /// `compile_memory_exceeded`.
+    /// The data segment a compile worker may hold (writable memory it committed, which the
+    /// allocator keeps at two to three times what is resident); past it the component is
+    /// refused as `compile_memory_exceeded`.
     pub compile_memory_bytes: u64,
     /// Compiles that may run at once; one more waits for a place (untimed).
     pub max_concurrent_compiles: usize,
