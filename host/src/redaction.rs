@@ -37,6 +37,7 @@ pub fn redact(record: &mut CallRecord, scrubber: &Scrubber) {
     }
     match serde_json::from_value::<CallRecord>(value) {
         Ok(mut clean) => {
+            clean.link();
             clean
                 .redacted
                 .extend(places.iter().map(|(p, n)| format!("{p}: {n}")));

@@ -305,9 +305,10 @@ pub const RECORD_FRAME_BYTES: u64 = 64 << 10;
 /// byte of it costs at most [`JSON_ESCAPE_FACTOR`] bytes of JSON:
 ///
 /// - the arguments as proposed: `proposal::MAX_ARGUMENT_BYTES` (JSON already);
-/// - the result, at most `limits.result_bytes`, counted four times: as returned, its evidence
-///   items again with the host's verdicts and diagnostics (which quote the items' references),
-///   and the projection that renders its document;
+/// - the result, at most `limits.result_bytes`, counted four times: as returned, and the host's
+///   verdicts on its evidence items, whose diagnostics and upheld pointers quote the items'
+///   references, with room to spare (the items themselves and the projection's text are not
+///   stored again: see `CallRecord::link`);
 /// - the tool's error: `result::MAX_TOOL_ERROR_CODE_BYTES` and
 ///   `result::MAX_TOOL_ERROR_MESSAGE_BYTES` (a longer message is cut, its size and digest kept);
 /// - log lines: `capabilities::log::MAX_LINES` of `MAX_LINE_BYTES`;

@@ -87,7 +87,33 @@ impl Form {
     }
 }
 
+/// What the renderer's text is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Medium {
+    Markdown,
+    Html,
+    PlainText,
+}
+
+impl Medium {
+    fn of(caps: &RendererCaps) -> Medium {
+        if caps.html {
+            Medium::Html
+        } else if caps.markdown {
+            Medium::Markdown
+        } else {
+            Medium::PlainText
+        }
+    }
+}
+
 /// The projection kept in the record.
+///
+/// The record keeps the plan (renderer, form, card, label, diagnostics, medium), not the text
+/// shown: that is a function of the plan and the record's result, outcome and evidence, so
+/// keeping it would store the tool's document twice. [`Projection::rendered`] is made when the
+/// projection is, and again by [`crate::record::CallRecord::link`] when a record is read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Projection {
     pub renderer: String,
@@ -97,8 +123,39 @@ pub struct Projection {
     pub diagnostics: Vec<String>,
     /// The digest of the tool's result the projection was made from (unchanged).
     pub original_digest: String,
-    /// What the renderer shows.
+    /// What the text shown is written in (absent from version-1 records, which kept the text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub medium: Option<Medium>,
+    /// The text as a version-1 record kept it; read back, such a record keeps it, so that it
+    /// serializes, and verifies, as it was signed.
+    #[serde(rename = "rendered", default, skip_serializing_if = "Option::is_none")]
+    pub stored_rendered: Option<String>,
+    /// What the renderer shows (in memory; see above).
+    #[serde(skip)]
     pub rendered: String,
+}
+
+impl Projection {
+    /// Make [`Projection::rendered`] again for a projection read back from a record.
+    pub fn render_again(
+        &mut self,
+        result: &ToolResultRecord,
+        outcome: &Outcome,
+        evidence: &[CheckedEvidence],
+    ) {
+        self.rendered = match (&self.stored_rendered, self.medium) {
+            (Some(text), _) => text.clone(),
+            (None, Some(medium)) => render(
+                medium,
+                self.card_schema.as_deref(),
+                result,
+                outcome,
+                evidence,
+                &self.diagnostics,
+            ),
+            (None, None) => String::new(),
+        };
+    }
 }
 
 /// Plan and render `result` for `caps`.
@@ -128,44 +185,22 @@ pub fn project(
             }
         }
     }
-    let payload: serde_json::Value = result
-        .payload_json
-        .as_deref()
-        .and_then(|p| serde_json::from_str(p).ok())
-        .unwrap_or(serde_json::Value::Null);
+    let medium = Medium::of(caps);
     let form = if card.is_some() {
         Form::Card
-    } else if caps.markdown || caps.html {
-        Form::Document
-    } else {
+    } else if medium == Medium::PlainText {
         Form::PlainText
-    };
-    let rendered = if caps.html {
-        html_page(
-            result,
-            outcome,
-            evidence,
-            card.as_deref(),
-            &payload,
-            &diagnostics,
-        )
     } else {
-        let mut text = String::new();
-        if let Some(id) = &card {
-            text.push_str(&text_card(id, outcome, &payload));
-            text.push('\n');
-        }
-        if caps.markdown {
-            text.push_str(&result.markdown);
-        } else {
-            text.push_str(&plain_text(&result.markdown));
-        }
-        if !result.attachments.is_empty() {
-            text.push_str("\n\n");
-            text.push_str(&attachment_lines(result));
-        }
-        text
+        Form::Document
     };
+    let rendered = render(
+        medium,
+        card.as_deref(),
+        result,
+        outcome,
+        evidence,
+        &diagnostics,
+    );
     Projection {
         renderer: caps.name.clone(),
         form,
@@ -173,8 +208,44 @@ pub fn project(
         label: outcome.label,
         diagnostics,
         original_digest: result.digest.clone(),
+        medium: Some(medium),
+        stored_rendered: None,
         rendered,
     }
+}
+
+/// The text shown in `medium`: the card of `card` when there is one, then the tool's document.
+fn render(
+    medium: Medium,
+    card: Option<&str>,
+    result: &ToolResultRecord,
+    outcome: &Outcome,
+    evidence: &[CheckedEvidence],
+    diagnostics: &[String],
+) -> String {
+    let payload: serde_json::Value = result
+        .payload_json
+        .as_deref()
+        .and_then(|p| serde_json::from_str(p).ok())
+        .unwrap_or(serde_json::Value::Null);
+    if medium == Medium::Html {
+        return html_page(result, outcome, evidence, card, &payload, diagnostics);
+    }
+    let mut text = String::new();
+    if let Some(id) = card {
+        text.push_str(&text_card(id, outcome, &payload));
+        text.push('\n');
+    }
+    if medium == Medium::Markdown {
+        text.push_str(&result.markdown);
+    } else {
+        text.push_str(&plain_text(&result.markdown));
+    }
+    if !result.attachments.is_empty() {
+        text.push_str("\n\n");
+        text.push_str(&attachment_lines(result));
+    }
+    text
 }
 
 /// One line per attachment: what it is and the digest of its content (the content itself goes

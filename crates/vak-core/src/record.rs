@@ -10,7 +10,7 @@ use crate::types::Receipt;
 use serde::{Deserialize, Serialize};
 
 /// The version of the record format; bumped when a field changes meaning.
-pub const RECORD_VERSION: u32 = 1;
+pub const RECORD_VERSION: u32 = 2;
 
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -300,6 +300,33 @@ impl CallRecord {
         self.error = Some(error);
     }
 
+    /// Put back what a record read from its JSON holds only once: each evidence verdict's item
+    /// (from `result.evidence`, by position) and the projection's text (made again from the
+    /// result, outcome and evidence), in this record and its child runs. Whoever reads a record
+    /// from JSON calls this; a record made by the host has both already.
+    pub fn link(&mut self) {
+        let items = self.result.as_ref().map_or(&[][..], |r| &r.evidence[..]);
+        if items.len() == self.evidence.len() {
+            for (checked, item) in self.evidence.iter_mut().zip(items) {
+                checked.item = checked.stored_item.clone().unwrap_or_else(|| item.clone());
+            }
+        } else {
+            for checked in &mut self.evidence {
+                if let Some(item) = &checked.stored_item {
+                    checked.item = item.clone();
+                }
+            }
+        }
+        if let (Some(projection), Some(result), Some(outcome)) =
+            (&mut self.projection, &self.result, &self.outcome)
+        {
+            projection.render_again(result, outcome, &self.evidence);
+        }
+        for child in &mut self.children {
+            child.link();
+        }
+    }
+
     /// This record's receipts and those of all its child runs, depth first.
     pub fn all_receipts(&self) -> Vec<Receipt> {
         let mut all = self.receipts.clone();
@@ -313,5 +340,116 @@ impl CallRecord {
     pub fn to_json_pretty(&self) -> String {
         // A record holds only strings, numbers and JSON values: serialization cannot fail.
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::{CheckedEvidence, Support};
+    use crate::outcome::{Label, Outcome};
+    use crate::projection::{RendererCaps, project};
+
+    fn item(id: &str, note: &str) -> EvidenceRecord {
+        EvidenceRecord {
+            id: id.into(),
+            kind: "synthesized".into(),
+            note: note.into(),
+            ..EvidenceRecord::default()
+        }
+    }
+
+    /// A completed record as the host makes it, projected for `caps`.
+    fn record(caps: &RendererCaps) -> CallRecord {
+        let mut r = CallRecord::new("call_1".into(), "t".into(), "api".into(), "{}");
+        let items = vec![
+            item("a", "a long note about the first item"),
+            item("b", "the second"),
+        ];
+        let result = ToolResultRecord {
+            digest: "d".repeat(64),
+            payload_schema: None,
+            payload_json: None,
+            markdown: "# The document\n\nthe **only** copy, `kept` once".into(),
+            evidence: items.clone(),
+            attachments: Vec::new(),
+        };
+        let checked: Vec<CheckedEvidence> = items
+            .into_iter()
+            .map(|i| CheckedEvidence {
+                item: i,
+                stored_item: None,
+                support: Support::Synthesized,
+                diagnostics: Vec::new(),
+                upholds: Vec::new(),
+                recomputed: Vec::new(),
+            })
+            .collect();
+        let outcome = Outcome {
+            label: Label::Unverified,
+            payload_passed: false,
+            requirements: Vec::new(),
+        };
+        r.projection = Some(project(caps, &result, &outcome, &checked));
+        r.result = Some(result);
+        r.evidence = checked;
+        r.outcome = Some(outcome);
+        r
+    }
+
+    /// The tool's document and each evidence item are in a record's JSON once; read back and
+    /// linked, the record is what the host made (the items beside their verdicts, the text
+    /// the renderer was given), for every renderer.
+    #[test]
+    fn a_record_holds_the_document_and_each_item_once_and_reads_back_whole() {
+        for caps in [
+            RendererCaps::terminal(),
+            RendererCaps::markdown(),
+            RendererCaps::html(),
+            RendererCaps::plain_text(),
+        ] {
+            let made = record(&caps);
+            let json = serde_json::to_string(&made).unwrap();
+            assert_eq!(json.matches("the **only** copy").count(), 1, "{json}");
+            assert_eq!(json.matches("a long note about the first item").count(), 1);
+            let mut read: CallRecord = serde_json::from_str(&json).unwrap();
+            assert_ne!(
+                read, made,
+                "before link, what the JSON does not hold is missing"
+            );
+            read.link();
+            assert_eq!(read, made, "{}", caps.name);
+            assert_eq!(serde_json::to_string(&read).unwrap(), json);
+        }
+    }
+
+    /// A version-1 record (items beside their verdicts, the projection's text kept) reads back
+    /// and serializes to the same bytes, so its signature still verifies.
+    #[test]
+    fn a_version_1_record_serializes_as_it_was_signed() {
+        let made = record(&RendererCaps::terminal());
+        let mut v1 = serde_json::to_value(&made).unwrap();
+        v1["record_version"] = 1.into();
+        let shown = made.projection.as_ref().unwrap().rendered.clone();
+        let projection = v1["projection"].as_object_mut().unwrap();
+        projection.remove("medium");
+        projection.insert("rendered".into(), shown.clone().into());
+        for (n, e) in v1["evidence"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .enumerate()
+        {
+            let verdict = e.as_object().unwrap().clone();
+            let mut flat = serde_json::to_value(&made.evidence[n].item).unwrap();
+            flat.as_object_mut().unwrap().extend(verdict);
+            *e = flat;
+        }
+        let text = serde_json::to_string(&v1).unwrap();
+        let mut read: CallRecord = serde_json::from_str(&text).unwrap();
+        read.link();
+        assert_eq!(serde_json::to_string(&read).unwrap(), text);
+        assert_eq!(read.evidence[0].item.id, "a");
+        assert_eq!(read.projection.unwrap().rendered, shown);
     }
 }

@@ -44,7 +44,7 @@ pub struct AttachmentRecord {
 }
 
 /// An evidence item as the tool returned it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EvidenceRecord {
     pub id: String,
     /// `observed`, `cited`, `computed` or `synthesized`.

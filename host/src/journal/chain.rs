@@ -105,7 +105,10 @@ impl Parsed {
         if text.starts_with(STARTED_PREFIX) {
             serde_json::from_str(text).map(|s| Parsed::Started(Box::new(s)))
         } else {
-            serde_json::from_str(text).map(|r| Parsed::Record(Box::new(r)))
+            serde_json::from_str(text).map(|mut r: CallRecord| {
+                r.link();
+                Parsed::Record(Box::new(r))
+            })
         }
     }
 }

@@ -194,7 +194,8 @@ fn meta(record: &CallRecord) -> Value {
         ),
     );
     m.insert(key("receipts"), json!(record.all_receipts()));
-    m.insert(key("evidence"), json!(record.evidence));
+    let evidence: Vec<Value> = record.evidence.iter().map(|e| e.joined()).collect();
+    m.insert(key("evidence"), Value::Array(evidence));
     m.insert(key("usage"), json!(record.usage));
     if let Some(e) = &record.error {
         m.insert(key("error"), json!(e));

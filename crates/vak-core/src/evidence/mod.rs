@@ -79,6 +79,14 @@ impl StageError for EvidenceError {
     }
 }
 
+/// A key of an item's own JSON (a version-1 record's verdict carries them too).
+fn fields_of_item(key: &str) -> bool {
+    matches!(
+        key,
+        "id" | "kind" | "supports" | "receipt" | "digest" | "derived_from" | "note"
+    )
+}
+
 /// The host's verdict on one item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -92,10 +100,19 @@ pub enum Support {
 }
 
 /// An evidence item with the host's verdict.
+///
+/// A record keeps each item once, in its result (`result.evidence`), and here only the verdict:
+/// the `i`-th verdict is of the `i`-th item, which [`crate::record::CallRecord::link`] puts back
+/// when a record is read. Records before version 2 held the item here too; read back, they keep
+/// it (`stored_item`), so that they serialize, and verify, as they were signed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckedEvidence {
-    #[serde(flatten)]
+    /// The item as returned (in memory; not serialized: it is the result's).
+    #[serde(skip)]
     pub item: EvidenceRecord,
+    /// The item as a version-1 record held it beside its verdict.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub stored_item: Option<EvidenceRecord>,
     pub support: Support,
     /// Why the item is unsupported (empty when it is not).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -111,6 +128,17 @@ pub struct CheckedEvidence {
 }
 
 impl CheckedEvidence {
+    /// The item with its verdict, as one JSON object (what a client is shown).
+    pub fn joined(&self) -> serde_json::Value {
+        let mut joined = serde_json::to_value(&self.item).unwrap_or_default();
+        if let (Some(fields), Ok(serde_json::Value::Object(verdict))) =
+            (joined.as_object_mut(), serde_json::to_value(self))
+        {
+            fields.extend(verdict.into_iter().filter(|(k, _)| !fields_of_item(k)));
+        }
+        joined
+    }
+
     fn note(&mut self, diagnostic: String) {
         if self.diagnostics.len() < MAX_DIAGNOSTICS {
             self.diagnostics.push(diagnostic);
@@ -191,6 +219,7 @@ fn check_items(
     for (n, item) in items.iter().enumerate() {
         let mut c = CheckedEvidence {
             item: item.clone(),
+            stored_item: None,
             support: Support::Supported,
             diagnostics: Vec::new(),
             upholds: Vec::new(),

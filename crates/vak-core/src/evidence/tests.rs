@@ -291,6 +291,7 @@ fn chain(n: usize) -> Vec<CheckedEvidence> {
                 Support::Synthesized
             },
             item: i,
+            stored_item: None,
             diagnostics: Vec::new(),
             upholds: Vec::new(),
             recomputed: Vec::new(),
