@@ -11,9 +11,10 @@
 //! against their claims and the policy, and pre-linked for their grant.
 //!
 //! The pure stages (proposal, schema, registry, evidence, outcome, projection, the record, the
-//! journal's chain checks) live in the `vak-core` crate and are re-exported here at the paths
-//! they always had; this crate runs components, brokers their effects (one folder per
-//! capability) and keeps records. `docs/architecture.md` draws the layout.
+//! journal's chain checks) live in the `vak-core` crate, the journal, signing key, revocations
+//! and stores in `vak-store`; both are re-exported here at the paths they always had. This
+//! crate runs components and brokers their effects (one folder per capability).
+//! `docs/architecture.md` draws the layout.
 //!
 //! Start with [`HostBuilder`].
 
@@ -32,7 +33,7 @@ pub use vak_core::evidence;
 #[doc(hidden)]
 pub mod fuzzing;
 mod host;
-pub mod journal;
+pub use vak_store::journal;
 pub mod mcp;
 pub use vak_core::outcome;
 pub mod policy;
@@ -47,12 +48,12 @@ pub mod record {
 mod redaction;
 pub use vak_core::registry;
 pub mod result;
-pub mod revocation;
 pub use vak_core::schema;
+pub use vak_store::revocation;
 pub mod secrets;
-pub mod signing;
 pub use vak_core::stage;
-pub mod store;
+pub use vak_store::signing;
+pub use vak_store::store;
 
 pub use admission::{AdmissionError, AdmittedTool, Descriptor, Examination, Verdict};
 pub use dispatch::{DispatchError, EngineSettings};

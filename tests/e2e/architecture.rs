@@ -1,7 +1,8 @@
 //! The architecture's rules, checked from the code itself (docs/architecture.md draws them):
 //!
 //! - `vak-core`, the lifecycle's pure part, depends on no WebAssembly engine, async runtime,
-//!   database driver, HTTP stack or capability-based file system (read from `cargo tree`);
+//!   database driver, HTTP stack or capability-based file system, and `vak-store` on no
+//!   engine, HTTP stack or capability file system (read from `cargo tree`);
 //! - within each library crate, the top-level modules import one way: no circle of `crate::`
 //!   imports between two or more of them (a module's own submodules may import each other);
 //! - no source file of the libraries or the binary is over the size a reader can hold
@@ -32,15 +33,37 @@ const NOT_IN_CORE: [&str; 8] = [
     "deadpool-postgres",
 ];
 
+/// Crates `vak-store` must never depend on: the store keeps records, it runs no guest.
+const NOT_IN_STORE: [&str; 4] = ["wasmtime", "wasmtime-wasi", "hyper", "cap-std"];
+
 #[test]
 fn the_core_depends_on_no_engine_runtime_or_store() {
+    let reached = dependencies_without("vak-core", &NOT_IN_CORE);
+    assert!(
+        reached.contains("vak-core") && reached.contains("serde_json"),
+        "cargo tree read: {reached:?}"
+    );
+}
+
+#[test]
+fn the_store_depends_on_no_engine_or_capability() {
+    let reached = dependencies_without("vak-store", &NOT_IN_STORE);
+    assert!(
+        reached.contains("vak-core") && reached.contains("rusqlite"),
+        "cargo tree read: {reached:?}"
+    );
+}
+
+/// The crates `package` depends on (normal edges), asserting none is in `banned`; a failure
+/// names the path to it.
+fn dependencies_without(package: &str, banned: &[&str]) -> BTreeSet<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     // `cargo tree` reads the lock file and the crates already fetched for this platform.
     let out = std::process::Command::new(cargo)
         .args([
             "tree",
             "-p",
-            "vak-core",
+            package,
             "-e",
             "normal",
             "--prefix",
@@ -72,17 +95,14 @@ fn the_core_depends_on_no_engine_runtime_or_store() {
         path.truncate(depth);
         path.push(name.clone());
         assert!(
-            !NOT_IN_CORE.contains(&name.as_str()),
-            "vak-core depends on {name}: {}",
+            !banned.contains(&name.as_str()),
+            "{package} depends on {name}: {}",
             path.join(" → ")
         );
         reached.insert(name);
     }
-    // The tree was read (a misread tree would pass vacuously).
-    assert!(
-        reached.contains("vak-core") && reached.contains("serde_json"),
-        "crates read: {reached:?}"
-    );
+    // The caller checks that the tree was read (a misread tree would pass vacuously).
+    reached
 }
 
 /// The top-level modules of the crate rooted at `src`, each with the `crate::` modules it
@@ -259,6 +279,11 @@ fn the_checker_finds_a_circle_and_reads_grouped_imports() {
         ["record", "stage", "digest"]
     );
     assert_eq!(crate_paths("let x = vak_crate::y + crate::z::w();"), ["z"]);
+}
+
+#[test]
+fn the_store_modules_import_one_way() {
+    assert_acyclic("crates/vak-store/src");
 }
 
 #[test]

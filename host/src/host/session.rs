@@ -173,7 +173,7 @@ impl Host {
         // One ledger per principal and name, whatever either holds.
         let key = serde_json::json!([principal, id]).to_string();
         let ledger = match &self.inner.store {
-            Store::Postgres(p) => p.ledger(&key, principal),
+            Store::Postgres(p) => crate::budget::Ledger::on(p.ledger(&key, principal)),
             Store::Local(_) => {
                 let mut named = self.inner.named.lock().unwrap_or_else(|p| p.into_inner());
                 match named.ledgers.get(&key) {

@@ -527,7 +527,7 @@ fn a_journal_from_before_chains_opens_and_verifies() {
         let mut prev = chain::GENESIS.to_string();
         for n in 1..=3 {
             let text = text(n);
-            let hash = crate::digest::sha256_hex(format!("{prev}\n{n}\n{text}").as_bytes());
+            let hash = vak_core::digest::sha256_hex(format!("{prev}\n{n}\n{text}").as_bytes());
             conn.execute(
                 "INSERT INTO records VALUES (?1, ?2, 't', 'refused', 'proposal', NULL, ?3, ?4, ?5, ?6)",
                 rusqlite::params![n, format!("call_{n}"), record(n).received_at, text, prev, hash],

@@ -4,7 +4,6 @@
 
 use super::lease::Lease;
 use super::{Db, StoreError, big, describe, next_batch};
-use crate::budget::Settlement;
 use crate::journal::chain::{ChainCheck, GENESIS, Stored, entry_hash};
 use crate::journal::{Entry, JournalError, Row, Verification};
 use crate::record::CallRecord;
@@ -13,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use vak_core::ports::ledger::Settlement;
 
 /// The most records one group commit takes.
 pub const MAX_BATCH: usize = 256;

@@ -122,8 +122,10 @@ impl HostKey {
     }
 
     /// Whether signatures take nonces made ahead (when the key has a pool): off, each is made
-    /// whole on the signing thread. For measurements that keep one thread of work per core.
-    pub(crate) fn set_nonces_ahead(&self, on: bool) {
+    /// whole on the signing thread. For measurements that keep one thread of work per core
+    /// (`vak bench`); not an embedder's setting.
+    #[doc(hidden)]
+    pub fn set_nonces_ahead(&self, on: bool) {
         if let Some(pool) = &self.nonces {
             pool.paused.store(!on, Ordering::Relaxed);
         }
@@ -131,7 +133,8 @@ impl HostKey {
 
     /// Waits (up to a second) until the pool holds `n` nonces: for benchmarks that time the
     /// call path's part of a signature. Without a pool, returns at once.
-    pub(crate) fn await_nonces(&self, n: usize) {
+    #[doc(hidden)]
+    pub fn await_nonces(&self, n: usize) {
         let Some(pool) = &self.nonces else { return };
         let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
         while pool.stock.lock().map_or(0, |s| s.len()) < n.min(NONCES_FULL)

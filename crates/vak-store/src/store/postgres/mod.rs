@@ -37,7 +37,6 @@ pub use ledger::SharedLedger;
 pub use migrate::{Migrated, migrate};
 pub use revocations::RevocationKeeper;
 
-use crate::budget::{Ledger, Settlement};
 use crate::journal::{Entry, Filter, JournalError, Listed, Shown, Verification};
 use crate::record::CallRecord;
 use crate::revocation::Revocations;
@@ -52,6 +51,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::NoTls;
 use tokio_util::sync::CancellationToken;
+use vak_core::ports::ledger::{LedgerPort, Settlement};
 
 /// How a node uses the shared store.
 #[derive(Debug, Clone)]
@@ -350,13 +350,13 @@ impl PgStore {
     }
 
     /// The ledger keyed `key` (a row every node charges), for a session of `principal`.
-    pub(crate) fn ledger(&self, key: &str, principal: Option<&str>) -> Ledger {
-        Ledger::on(Arc::new(SharedLedger {
+    pub fn ledger(&self, key: &str, principal: Option<&str>) -> Arc<dyn LedgerPort> {
+        Arc::new(SharedLedger {
             db: self.db.clone(),
             reserver: self.reserver.clone(),
             key: key.to_string(),
             principal: principal.map(str::to_string),
-        }))
+        })
     }
 
     /// Append `record` (with its ledger charge) to this node's chain; answered once committed,

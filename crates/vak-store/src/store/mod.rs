@@ -16,12 +16,12 @@
 
 pub mod postgres;
 
-use crate::budget::Settlement;
 use crate::journal::{Entry, Filter, Journal, JournalError, Listed, Shown, Started, Verification};
 use crate::record::CallRecord;
 use crate::revocation::Revocations;
 use crate::signing::HostKey;
 use std::sync::Arc;
+use vak_core::ports::ledger::Settlement;
 
 pub use vak_core::ports::journal::Wait;
 pub use vak_core::ports::store::StoreError;
