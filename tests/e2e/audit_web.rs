@@ -1,0 +1,358 @@
+//! `vak audit serve`: the journal's pages as a reviewer's browser gets them, over HTTP from the
+//! real binary, on a journal of real calls (completed with receipts, a tool error, refusals at
+//! the proposal and schema stages, arguments carrying markup and a terminal escape).
+
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use vak_host::journal::{Durability, Journal};
+use vak_host::{CallRecord, HostBuilder, Policy, Proposal, Status};
+use vak_tests::bundled;
+
+/// What a page answered: status, headers (names lowercase), body.
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One HTTP/1.1 request to `addr` with this `Host` (the server answers with a length, then
+/// closes: `Connection: close`).
+async fn request(addr: &str, method: &str, path: String, host: &str) -> Answer {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let raw = String::from_utf8(raw).expect("the pages are UTF-8");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a head and a body");
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(": "))
+        .map(|(n, v)| (n.to_ascii_lowercase(), v.to_string()))
+        .collect();
+    Answer {
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
+
+/// The calls of a journal a test makes: which id is which.
+struct Calls {
+    completed: CallRecord,
+    edit: CallRecord,
+    tool_error: CallRecord,
+    unknown_tool: CallRecord,
+    hostile: CallRecord,
+}
+
+const INJECTED: &str = "<script>alert(1)</script>\u{1b}[31m";
+
+/// Real calls into the journal at `state/journal.sqlite`, through a host that journals them.
+async fn make_journal(dir: &Path) -> Calls {
+    let project = dir.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("a.txt"), "hello\n").unwrap();
+    let journal =
+        Arc::new(Journal::open(&dir.join("state/journal.sqlite"), Durability::Committed).unwrap());
+    let policy = format!(
+        "[tools.stats]\n\n[tools.replace]\ncapabilities.workspace = {{ roots = [{{ name = \"project\", path = \"{}\", mode = \"read-write\" }}] }}\n",
+        project.display()
+    );
+    let host = HostBuilder::new()
+        .policy(Policy::parse(&policy, "test policy").unwrap())
+        .cache_dir(Some(dir.join("cache")))
+        .journal(journal.clone())
+        .component("stats", bundled("stats"))
+        .component("replace", bundled("replace"))
+        .build()
+        .await
+        .unwrap();
+    let call = |tool: &str, args: serde_json::Value| Proposal::new(tool, args.to_string());
+    let completed = host
+        .session(Some("alice"))
+        .call(call("stats", json!({ "values": [1, 2, 3] })))
+        .await;
+    assert_eq!(completed.status, Status::Completed, "{completed:?}");
+    let edit = host
+        .call(call(
+            "replace",
+            json!({ "root": "project", "path": "a.txt", "find": "hello", "replace": "bye" }),
+        ))
+        .await;
+    assert_eq!(edit.status, Status::Completed, "{edit:?}");
+    assert!(!edit.receipts.is_empty(), "an edit has receipts");
+    let tool_error = host.call(call("stats", json!({ "values": [] }))).await;
+    assert_eq!(tool_error.status, Status::ToolError, "{tool_error:?}");
+    let unknown_tool = host.call(call("no_such_tool", json!({}))).await;
+    assert_eq!(unknown_tool.status, Status::Refused, "{unknown_tool:?}");
+    let hostile = host
+        .call(call("stats", json!({ "values": INJECTED })))
+        .await;
+    assert_eq!(hostile.status, Status::Refused, "{hostile:?}");
+    assert!(
+        hostile
+            .arguments
+            .as_ref()
+            .is_some_and(|a| a.to_string().contains("<script>")),
+        "the refused call's arguments are recorded as proposed: {hostile:?}"
+    );
+    drop(host);
+    drop(journal);
+    Calls {
+        completed,
+        edit,
+        tool_error,
+        unknown_tool,
+        hostile,
+    }
+}
+
+/// `vak audit serve` on `dir/state`, and the address it printed.
+async fn serve(dir: &Path, args: &[&str]) -> (tokio::process::Child, String) {
+    let mut child = tokio::process::Command::new(vak_tests::vak_binary())
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .args(["audit", "serve"])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn vak audit serve");
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("vak audit serve prints its address")
+            .unwrap()
+            .expect("vak audit serve ended before printing its address");
+        if let Some(url) = line.strip_prefix("vak: serving the audit pages at http://") {
+            break url.trim_end_matches('/').to_string();
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, addr)
+}
+
+/// The call ids a calls page lists, in its order.
+fn listed(body: &str) -> Vec<String> {
+    body.split("<a href=\"/call?id=")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The calls page lists every call newest first and filters by tool, status, stage, principal
+/// and call id text, on the server; its pages follow each other without a gap or an overlap.
+/// One call's page shows its stages, receipts and check; text a guest or model wrote shows only
+/// escaped; every answer carries the CSP and nosniff; a wrong Host or a POST is refused; an
+/// entry changed in the database shows as failing on the integrity page and on its call's page.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reviewer_reads_the_journal_in_a_browser_safely() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = make_journal(dir.path()).await;
+    let (_server, addr) = serve(dir.path(), &[]).await;
+    let get = |path: &str| request(&addr, "GET", path.to_string(), "127.0.0.1");
+
+    let all = get("/calls").await;
+    assert_eq!(all.status, 200, "{}", all.body);
+    let csp = all.header("content-security-policy").expect("a CSP");
+    assert!(
+        csp.starts_with("default-src 'none'") && !csp.contains("unsafe"),
+        "{csp}"
+    );
+    assert_eq!(all.header("x-content-type-options"), Some("nosniff"));
+    let ids = listed(&all.body);
+    let made = [
+        &calls.hostile,
+        &calls.unknown_tool,
+        &calls.tool_error,
+        &calls.edit,
+        &calls.completed,
+    ];
+    assert_eq!(
+        ids,
+        made.iter().map(|r| r.call_id.clone()).collect::<Vec<_>>(),
+        "every call, newest first"
+    );
+
+    for (query, expected) in [
+        ("/calls?tool=replace", vec![&calls.edit]),
+        (
+            "/calls?status=refused",
+            vec![&calls.hostile, &calls.unknown_tool],
+        ),
+        ("/calls?status=tool_error", vec![&calls.tool_error]),
+        ("/calls?stage=schema", vec![&calls.hostile]),
+        ("/calls?principal=alice", vec![&calls.completed]),
+        ("/calls?tool=stats&status=completed", vec![&calls.completed]),
+    ] {
+        let page = get(query).await;
+        assert_eq!(page.status, 200, "{query}: {}", page.body);
+        let want: Vec<String> = expected.iter().map(|r| r.call_id.clone()).collect();
+        assert_eq!(listed(&page.body), want, "{query}");
+    }
+    let tail = &calls.edit.call_id[calls.edit.call_id.len() - 10..];
+    assert_eq!(
+        listed(&get(&format!("/calls?q={tail}")).await.body),
+        [calls.edit.call_id.clone()]
+    );
+    let session = &calls.tool_error.session_id;
+    let same_session = listed(&get(&format!("/calls?session={session}")).await.body);
+    assert!(
+        same_session.contains(&calls.tool_error.call_id)
+            && !same_session.contains(&calls.completed.call_id),
+        "{same_session:?}"
+    );
+    assert_eq!(get("/calls?status=bogus").await.status, 400);
+
+    // Two at a time, following the pager's links: every call once, in order.
+    let mut paged = Vec::new();
+    let mut next = Some("/calls?size=2".to_string());
+    while let Some(path) = next.take() {
+        let page = get(&path).await;
+        assert_eq!(page.status, 200, "{path}: {}", page.body);
+        let rows = listed(&page.body);
+        assert!(rows.len() <= 2, "{path}: {rows:?}");
+        paged.extend(rows);
+        next = page
+            .body
+            .split("rel=\"next\"")
+            .next()
+            .filter(|_| page.body.contains("rel=\"next\""))
+            .and_then(|before| before.rsplit("href=\"").next())
+            .map(|href| href.split('"').next().unwrap().replace("&amp;", "&"));
+    }
+    assert_eq!(paged, ids, "the pages, one after another");
+
+    // One call: its stages, its receipts, its check.
+    let edit = get(&format!("/call?id={}", calls.edit.call_id)).await;
+    assert_eq!(edit.status, 200, "{}", edit.body);
+    for stage in [
+        "proposal",
+        "schema",
+        "permission",
+        "budget",
+        "dispatch",
+        "result",
+    ] {
+        assert!(
+            edit.body.contains(&format!("<td>{stage}</td>")),
+            "stage {stage}: {}",
+            edit.body
+        );
+    }
+    for receipt in &calls.edit.receipts {
+        assert!(
+            edit.body.contains(&receipt.id),
+            "receipt {}: {}",
+            receipt.id,
+            edit.body
+        );
+    }
+    assert!(edit.body.contains("This entry checks out"), "{}", edit.body);
+    assert!(
+        edit.body.contains("<meter"),
+        "limits against usage: {}",
+        edit.body
+    );
+    assert_eq!(get("/call?id=call_nothing_like_it").await.status, 404);
+
+    // What a model wrote is shown, escaped, never run.
+    let hostile = get(&format!("/call?id={}", calls.hostile.call_id)).await;
+    assert_eq!(hostile.status, 200, "{}", hostile.body);
+    assert!(
+        hostile
+            .body
+            .contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{}",
+        hostile.body
+    );
+    assert!(
+        !hostile.body.to_ascii_lowercase().contains("<script"),
+        "{}",
+        hostile.body
+    );
+    assert!(
+        !hostile.body.contains('\u{1b}'),
+        "no terminal escape goes out raw"
+    );
+    let search = get("/calls?q=%3Cscript%3E%1B").await;
+    assert!(
+        !search.body.contains("<script") && !search.body.contains('\u{1b}'),
+        "{}",
+        search.body
+    );
+
+    // Refused: another Host (DNS rebinding), a method that would change something.
+    let rebound = request(&addr, "GET", "/calls".into(), "evil.example").await;
+    assert_eq!(rebound.status, 403, "{}", rebound.body);
+    assert!(!rebound.body.contains(&calls.edit.call_id));
+    assert_eq!(
+        request(&addr, "POST", "/calls".into(), "localhost")
+            .await
+            .status,
+        405
+    );
+
+    // Integrity: ok, then an entry changed in the database.
+    let ok = get("/integrity").await;
+    assert!(ok.body.contains("Journal ok"), "{}", ok.body);
+    let conn = rusqlite::Connection::open(dir.path().join("state/journal.sqlite")).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE records SET record = replace(record, '\"values\":[1,2,3]', '\"values\":[1,2,4]')
+             WHERE call_id = ?1 AND kind = 'record'",
+            [&calls.completed.call_id],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    let bad = get("/integrity").await;
+    assert!(bad.body.contains("Journal BAD at entry #"), "{}", bad.body);
+    let tampered = get(&format!("/call?id={}", calls.completed.call_id)).await;
+    assert!(
+        tampered.body.contains("does NOT check out"),
+        "{}",
+        tampered.body
+    );
+}
+
+/// Not on a non-loopback address unless --allow-host names the host it is reached by.
+#[tokio::test(flavor = "multi_thread")]
+async fn audit_serve_refuses_a_non_loopback_address_without_allow_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(vak_tests::vak_binary())
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args(["audit", "serve", "--http", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not a loopback address") && err.contains("--allow-host"),
+        "{err}"
+    );
+}
