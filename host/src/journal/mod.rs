@@ -185,7 +185,7 @@ pub struct Filter {
 /// and where the page begins.
 #[derive(Debug, Clone, Default)]
 pub struct Page {
-    /// Only calls of this session (read from each entry's JSON: not an indexed column).
+    /// Only calls of this session.
     pub session: Option<String>,
     /// Only calls whose id, or provider call id, contains this text.
     pub text: Option<String>,

@@ -82,12 +82,7 @@ impl Journal {
         equal(&mut sql, "r.status", &status);
         equal(&mut sql, "r.stage", &filter.stage);
         equal(&mut sql, "r.principal", &filter.principal);
-        // Not a column: read from the entry's JSON (a scan of what the other filters leave).
-        equal(
-            &mut sql,
-            "json_extract(r.record, '$.session_id')",
-            &page.session,
-        );
+        equal(&mut sql, "r.session", &page.session);
         if let Some(since) = &filter.since {
             values.push(Value::Text(since.clone()));
             sql.push_str(&format!(" AND r.received_at >= ?{}", values.len()));
