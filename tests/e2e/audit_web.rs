@@ -65,7 +65,9 @@ struct Calls {
     hostile: CallRecord,
 }
 
-const INJECTED: &str = "<script>alert(1)</script>\u{1b}[31m";
+/// What a model put in a call's arguments: markup that, were it ever parsed as HTML, would run
+/// (and set a flag a browser test looks for), and a terminal escape.
+const INJECTED: &str = "<script>alert(1)</script><script>document.documentElement.setAttribute('data-pwned','1')</script><img src=x onerror=\"document.documentElement.setAttribute('data-pwned','1')\">\u{1b}[31m";
 
 /// Real calls into the journal at `state/journal.sqlite`, through a host that journals them.
 async fn make_journal(dir: &Path) -> Calls {
@@ -554,4 +556,83 @@ async fn paging_over_100_000_records_is_bounded() {
         "GET /integrity (verifies {N} entries): {:.0} ms",
         t.elapsed().as_secs_f64() * 1000.0
     );
+}
+
+/// A Chromium found on `PATH`, for the browser test.
+fn chromium() -> Option<String> {
+    ["chromium", "chromium-browser"]
+        .into_iter()
+        .find_map(|name| {
+            std::process::Command::new(name)
+                .arg("--version")
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|_| name.to_string())
+        })
+}
+
+/// The DOM of `url` after Chromium (headless) has loaded it and run whatever scripts it would.
+fn dump_dom(browser: &str, url: &str, profile: &Path) -> String {
+    let out = std::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(["--virtual-time-budget=2000", "--dump-dom", url])
+        .output()
+        .expect("run chromium");
+    assert!(out.status.success(), "chromium failed: {out:?}");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// In a real browser (headless Chromium), the call page whose arguments carry `<script>` and an
+/// `onerror` handler shows them as text and runs neither: the flag they would set is not in the
+/// DOM. Control: the same browser does run such a script in a page of its own, so the absence
+/// means something.
+#[tokio::test(flavor = "multi_thread")]
+async fn in_a_real_browser_injected_markup_is_inert() {
+    let Some(browser) = chromium() else {
+        vak_tests::skipped("Chromium is not installed (Debian package chromium)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("chromium-profile");
+    let control = dir.path().join("control.html");
+    std::fs::write(
+        &control,
+        "<html><body><script>document.documentElement.setAttribute('data-pwned','1')</script></body></html>",
+    )
+    .unwrap();
+    let ran = dump_dom(&browser, &format!("file://{}", control.display()), &profile);
+    assert!(
+        ran.contains("data-pwned=\"1\""),
+        "the control page's script ran: {ran}"
+    );
+
+    let calls = make_journal(dir.path()).await;
+    let (_server, addr) = serve(dir.path(), &[]).await;
+    let url = format!("http://{addr}/call?id={}", calls.hostile.call_id);
+    let dom = dump_dom(&browser, &url, &profile);
+    assert!(
+        dom.contains(&calls.hostile.call_id),
+        "the page loaded: {dom}"
+    );
+    assert!(
+        dom.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "shown as text: {dom}"
+    );
+    assert!(
+        !dom.contains("data-pwned=\"1\""),
+        "an injected script or handler ran: {dom}"
+    );
+    assert!(
+        !dom.to_ascii_lowercase().contains("<script"),
+        "a script element: {dom}"
+    );
+    assert!(!dom.contains("<img"), "an injected element: {dom}");
+    assert!(dom.contains("Arguments (as recorded, redacted)"), "{dom}");
 }
