@@ -157,6 +157,16 @@ async fn serve(dir: &Path, args: &[&str]) -> (tokio::process::Child, String) {
     (child, addr)
 }
 
+/// `s` as a query value (`+` and `:` encoded).
+fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// The call ids a calls page lists, in its order.
 fn listed(body: &str) -> Vec<String> {
     body.split("<a href=\"/call?id=")
@@ -229,6 +239,18 @@ async fn a_reviewer_reads_the_journal_in_a_browser_safely() {
         "{same_session:?}"
     );
     assert_eq!(get("/calls?status=bogus").await.status, 400);
+    assert_eq!(get("/calls?since=yesterday").await.status, 400);
+    // The same instant written with an offset selects the same calls.
+    let edit_at: jiff::Timestamp = calls.edit.received_at.parse().unwrap();
+    let offset = edit_at.display_with_offset(jiff::tz::offset(2)).to_string();
+    for since in [calls.edit.received_at.as_str(), offset.as_str()] {
+        let q: String = url_encode(since);
+        assert_eq!(
+            listed(&get(&format!("/calls?since={q}")).await.body),
+            ids[..4],
+            "since {since}"
+        );
+    }
 
     // Two at a time, following the pager's links: every call once, in order.
     let mut paged = Vec::new();

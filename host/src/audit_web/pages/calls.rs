@@ -56,6 +56,14 @@ pub fn page(journal: &Journal, query: &[(String, String)]) -> Page {
             ));
         }
     };
+    // Stored times are UTC (`Z`): a time given with an offset is compared as the same instant.
+    let since = match param(query, "since").map(str::parse::<jiff::Timestamp>) {
+        None => None,
+        Some(Ok(t)) => Some(t.to_string()),
+        Some(Err(_)) => {
+            return Page::bad_request("since is a time in RFC 3339 (2026-12-06T10:00:00Z).");
+        }
+    };
     let before = match (param(query, "before_at"), param(query, "before_seq")) {
         (Some(at), Some(seq)) => match seq.parse::<i64>() {
             Ok(seq) => Some(Cursor {
@@ -71,7 +79,7 @@ pub fn page(journal: &Journal, query: &[(String, String)]) -> Page {
         status,
         stage,
         principal: get("principal"),
-        since: get("since"),
+        since,
         limit: Some(size),
     };
     let q = Query {
