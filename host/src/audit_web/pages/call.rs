@@ -126,7 +126,9 @@ fn entry(s: &Shown) -> Markup {
             table { tbody {
                 tr { th { "granted" } td { @for g in items(&v, "granted") { code { (shown(&g.as_str().map(str::to_string).unwrap_or_else(|| g.to_string()))) } " " } } }
                 tr { th { "component digest" } td.mono { (shown(&text(&v, "component_digest"))) } }
-                tr { th { "grant digest" } td.mono { (shown(&text(&v, "grant_digest"))) } }
+                @if v.get("grant_digest").is_some() {
+                    tr { th { "grant digest" } td.mono { (shown(&text(&v, "grant_digest"))) } }
+                }
                 tr { th { "arguments digest" } td.mono { (shown(&text(&v, "arguments_digest"))) } }
             } }
         }

@@ -28,8 +28,8 @@ form.filters label{margin-right:1em}
 .st-completed{color:#065f46}
 .st-tool_error,.st-failed,.st-interrupted{color:#92400e}
 .st-refused{color:#991b1b}
-.bar{display:inline-block;width:12em;height:.8em;border:1px solid #999;vertical-align:middle}
-.bar span{display:block;height:100%;background:#2563eb}
+.mono,td{overflow-wrap:anywhere}
+meter{width:12em}
 nav.pager a{margin-right:1em}
 ";
 
