@@ -20,6 +20,7 @@
 
 pub mod admission;
 pub mod approval;
+pub mod audit_web;
 #[doc(hidden)]
 pub mod bench_support;
 pub mod bindings;

@@ -48,9 +48,33 @@ enum AuditCommand {
         #[arg(long, value_name = "HEX")]
         key: Vec<String>,
     },
+    /// Serve the journal as read-only web pages for a reviewer: the calls (paged, filtered), one
+    /// call stage by stage with its record checked, and every chain verified. Loopback only
+    /// unless --allow-host is given; prints the URL on stderr; runs until Ctrl-C. See
+    /// docs/audit.md.
+    Serve {
+        /// The address to listen on (port 0 picks one; the URL is printed).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0", value_parser = super::args::parse_listen_addr)]
+        http: std::net::SocketAddr,
+        /// A Host name the pages may be reached by besides localhost/127.0.0.1/::1 (repeatable;
+        /// required to listen on a non-loopback address).
+        #[arg(long = "allow-host", value_name = "HOST")]
+        allow_hosts: Vec<String>,
+        /// Require that this public key (hex) signed every entry, on the integrity page
+        /// (repeatable).
+        #[arg(long, value_name = "HEX")]
+        key: Vec<String>,
+    },
 }
 
-/// `vak audit [list filters] | show ID | verify`.
+impl AuditArgs {
+    /// Whether this is `vak audit serve` (a server: a reader going away is no reason to die).
+    pub(super) fn serves(&self) -> bool {
+        matches!(self.command, Some(AuditCommand::Serve { .. }))
+    }
+}
+
+/// `vak audit [list filters] | show ID | verify | serve`.
 pub(super) async fn run(store: &vak_host::Store, args: &AuditArgs) -> ExitCode {
     match &args.command {
         None => {
@@ -66,7 +90,54 @@ pub(super) async fn run(store: &vak_host::Store, args: &AuditArgs) -> ExitCode {
         }
         Some(AuditCommand::Show { call_id }) => show(store, call_id).await,
         Some(AuditCommand::Verify { key }) => verify(store, key).await,
+        Some(AuditCommand::Serve {
+            http,
+            allow_hosts,
+            key,
+        }) => {
+            let options = vak_host::audit_web::Options {
+                allow_hosts: allow_hosts.clone(),
+                keys: key.clone(),
+            };
+            serve(store, *http, &options).await
+        }
     }
+}
+
+/// `vak audit serve`: the local journal's pages until Ctrl-C or SIGTERM.
+async fn serve(
+    store: &vak_host::Store,
+    addr: std::net::SocketAddr,
+    options: &vak_host::audit_web::Options,
+) -> ExitCode {
+    use vak_host::audit_web::Bound;
+    let journal = match store {
+        vak_host::Store::Local(vak_host::store::Local {
+            journal: Some(j), ..
+        }) => j.clone(),
+        vak_host::Store::Local(_) => return usage_error("there is no journal to serve"),
+        vak_host::Store::Postgres(_) => {
+            return usage_error(
+                "vak audit serve reads the local journal only, for now: run it without --store",
+            );
+        }
+    };
+    let bound = match Bound::bind(addr, options).await {
+        Ok(b) => b,
+        Err(e) => return usage_error(e),
+    };
+    say_err!(
+        "vak: serving the audit pages at http://{}/",
+        bound.local_addr()
+    );
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        super::serve::shutdown_signal().await;
+        on_signal.cancel();
+    });
+    bound.serve(journal, options, shutdown).await;
+    ExitCode::SUCCESS
 }
 
 /// The calls the filter selects, one line each.

@@ -281,7 +281,12 @@ pub fn main() -> ExitCode {
         }
     };
     logging::init_tracing(cli.verbose);
-    if !matches!(cli.command, Command::Serve { .. }) {
+    let serves = match &cli.command {
+        Command::Serve { .. } => true,
+        Command::Audit(a) => a.serves(),
+        _ => false,
+    };
+    if !serves {
         die_quietly_on_closed_pipe();
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()

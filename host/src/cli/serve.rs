@@ -65,7 +65,7 @@ pub(super) async fn run(
 }
 
 /// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
+pub(super) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         let mut term =

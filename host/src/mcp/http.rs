@@ -33,6 +33,14 @@ pub struct HttpOptions {
     pub principal: Option<String>,
 }
 
+/// The names a request's `Host` may carry: the loopback names and `extra` (`--allow-host`), each
+/// a host (any port) or `host:port`. `vak audit serve` checks against the same list.
+pub fn allowed_hosts(extra: &[String]) -> Vec<String> {
+    let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+    hosts.extend(extra.iter().cloned());
+    hosts
+}
+
 /// A bound, not yet serving, endpoint (so a caller can learn the port before serving).
 pub struct Bound {
     listener: tokio::net::TcpListener,
@@ -59,8 +67,7 @@ impl Bound {
             source,
         })?;
         let port = addr.port();
-        let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-        hosts.extend(options.allow_hosts.iter().cloned());
+        let hosts = allowed_hosts(&options.allow_hosts);
         let mut origins: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
             .iter()
             .map(|h| format!("http://{h}:{port}"))

@@ -26,8 +26,9 @@ const CATCH_UP_WAIT: Duration = Duration::from_secs(30);
 /// How long a connection waits for another process's write to the database.
 const BUSY_TIMEOUT_MS: u32 = 10_000;
 
-/// The schema's version (`PRAGMA user_version`): 2 since chains have ids.
-const SCHEMA_VERSION: i64 = 2;
+/// The schema's version (`PRAGMA user_version`): 2 since chains have ids, 3 since entries have
+/// their session as a column and the list's filters by tool and session are indexed.
+const SCHEMA_VERSION: i64 = 3;
 
 /// A connection to the journal's database at `path` (made 0600 when it is new: SQLite gives its
 /// WAL and shared-memory files the database file's mode).
@@ -62,8 +63,9 @@ pub(super) fn connect(path: &Path, durability: Durability) -> Result<Connection,
 
 /// Bring the schema to [`SCHEMA_VERSION`], once, whichever process comes first.
 ///
-/// Version 2 gives each entry its chain, its place there and its kind, and the provider's call
-/// id; the rows of a journal written before (one chain) become the legacy chain `''`, their
+/// Version 3 gives each entry its session as a column, and indexes it and the tool (with the
+/// time, for the list's order). Version 2 gives each entry its chain, its place there and its
+/// kind, and the provider's call id; the rows of a journal written before (one chain) become the legacy chain `''`, their
 /// places their `seq`. A trigger refuses a row without a chain: a vak older than this one, still
 /// running on the same state directory, cannot write a second chain with the legacy chain's
 /// places.
@@ -119,8 +121,26 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), JournalE
         )
         .map_err(&err)?;
     }
+    let has_session: bool = tx
+        .query_row(
+            "SELECT count(*) FROM pragma_table_info('records') WHERE name = 'session'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map_err(&err)?
+        > 0;
+    if !has_session {
+        // Every entry's JSON has its `session_id` (a record's and a `started` entry's alike).
+        tx.execute_batch(
+            "ALTER TABLE records ADD COLUMN session TEXT;
+             UPDATE records SET session = json_extract(record, '$.session_id') WHERE json_valid(record);",
+        )
+        .map_err(&err)?;
+    }
     tx.execute_batch(
         "CREATE INDEX IF NOT EXISTS records_call ON records(call_id);
+         CREATE INDEX IF NOT EXISTS records_tool ON records(tool, received_at);
+         CREATE INDEX IF NOT EXISTS records_session ON records(session);
          CREATE UNIQUE INDEX IF NOT EXISTS records_chain ON records(chain, chain_seq);
          CREATE INDEX IF NOT EXISTS records_provider_call ON records(provider_call_id)
              WHERE provider_call_id IS NOT NULL;
@@ -134,7 +154,7 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), JournalE
              pid INTEGER NOT NULL,
              taken_at TEXT NOT NULL
          );
-         PRAGMA user_version = 2;",
+         PRAGMA user_version = 3;",
     )
     .map_err(&err)?;
     tx.commit().map_err(&err)
@@ -163,8 +183,8 @@ pub(super) fn insert(
         let mut insert = tx
             .prepare_cached(
                 "INSERT INTO records (chain, chain_seq, kind, call_id, provider_call_id, tool, status,
-                                      stage, principal, received_at, record, prev_hash, hash)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                                      stage, principal, received_at, record, prev_hash, hash, session)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             )
             .map_err(&err)?;
         for Indexed {
@@ -189,7 +209,8 @@ pub(super) fn insert(
                     r.received_at,
                     r.text,
                     prev,
-                    hash
+                    hash,
+                    r.session
                 ])
                 .map_err(&err)?;
         }

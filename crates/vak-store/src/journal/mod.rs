@@ -181,6 +181,32 @@ pub struct Filter {
     pub limit: Option<u32>,
 }
 
+/// What [`Journal::page`] takes beside a [`Filter`]: filters the terminal list does not offer,
+/// and where the page begins.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    /// Only calls of this session.
+    pub session: Option<String>,
+    /// Only calls whose id, or provider call id, contains this text.
+    pub text: Option<String>,
+    /// Only calls listed after this place (older): the `next` of the page before.
+    pub before: Option<Cursor>,
+}
+
+/// A place in the list, newest first: a listed call's `received_at` and `seq`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub received_at: String,
+    pub seq: i64,
+}
+
+/// One page of calls, and where the next begins when the page was full.
+#[derive(Debug, Clone)]
+pub struct Paged {
+    pub rows: Vec<Listed>,
+    pub next: Option<Cursor>,
+}
+
 /// A call's entry as [`Journal::show`] finds it, checked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Shown {

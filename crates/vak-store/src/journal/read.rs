@@ -1,7 +1,10 @@
 //! Reading a local journal: listing calls, showing one call's entries checked, and verifying
 //! every chain, with the chain's own checks (`vak_core::chain`).
 
-use super::{Filter, Journal, JournalError, Kind, Listed, STARTED_STATUS, Shown, Verification};
+use super::{
+    Cursor, Filter, Journal, JournalError, Kind, Listed, Page, Paged, STARTED_STATUS, Shown,
+    Verification,
+};
 use super::{chain, log};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
@@ -45,56 +48,98 @@ impl Journal {
     /// Calls matching `filter`, newest first across every chain: each call's final record, or
     /// its `started` entry (as `interrupted` or `running`) when it has none.
     pub fn list(&self, filter: &Filter) -> Result<Vec<Listed>, JournalError> {
+        Ok(self.page(filter, &Page::default())?.rows)
+    }
+
+    /// One page of [`Journal::list`]: the calls `filter` and `page` select, newest first, at
+    /// most `filter.limit` (100 by default) read from the database, from `page.before` on (keyset
+    /// paging on the indexed `received_at`: a page costs the same however deep it is), and where
+    /// the next page begins when there may be one.
+    pub fn page(&self, filter: &Filter, page: &Page) -> Result<Paged, JournalError> {
+        use rusqlite::types::Value;
         let conn = self.read()?;
         let unfinished = matches!(filter.status.as_deref(), Some("interrupted" | "running"));
         let status = match unfinished {
             true => Some(STARTED_STATUS.to_string()),
             false => filter.status.clone(),
         };
-        let mut stmt = conn
-            .prepare(
-                "SELECT r.seq, r.chain, r.chain_seq, r.kind, r.call_id, r.tool, r.status, r.stage,
-                        r.principal, r.received_at
-                 FROM records r
-                 WHERE (r.kind = 'record' OR NOT EXISTS (
-                           SELECT 1 FROM records f
-                           WHERE f.call_id = r.call_id AND f.chain = r.chain AND f.kind = 'record'))
-                   AND (?1 IS NULL OR r.tool = ?1) AND (?2 IS NULL OR r.status = ?2)
-                   AND (?3 IS NULL OR r.stage = ?3) AND (?4 IS NULL OR r.principal = ?4)
-                   AND (?5 IS NULL OR r.received_at >= ?5)
-                 ORDER BY r.received_at DESC, r.seq DESC LIMIT ?6",
-            )
-            .map_err(|e| self.err(e))?;
+        let mut sql = String::from(
+            "SELECT r.seq, r.chain, r.chain_seq, r.kind, r.call_id, r.tool, r.status, r.stage,
+                    r.principal, r.received_at
+             FROM records r
+             WHERE (r.kind = 'record' OR NOT EXISTS (
+                       SELECT 1 FROM records f
+                       WHERE f.call_id = r.call_id AND f.chain = r.chain AND f.kind = 'record'))",
+        );
+        let mut values: Vec<Value> = Vec::new();
+        let mut equal = |sql: &mut String, column: &str, value: &Option<String>| {
+            if let Some(v) = value {
+                values.push(Value::Text(v.clone()));
+                sql.push_str(&format!(" AND {column} = ?{}", values.len()));
+            }
+        };
+        equal(&mut sql, "r.tool", &filter.tool);
+        equal(&mut sql, "r.status", &status);
+        equal(&mut sql, "r.stage", &filter.stage);
+        equal(&mut sql, "r.principal", &filter.principal);
+        equal(&mut sql, "r.session", &page.session);
+        if let Some(since) = &filter.since {
+            values.push(Value::Text(since.clone()));
+            sql.push_str(&format!(" AND r.received_at >= ?{}", values.len()));
+        }
+        if let Some(text) = &page.text {
+            values.push(Value::Text(text.clone()));
+            let n = values.len();
+            sql.push_str(&format!(
+                " AND (instr(r.call_id, ?{n}) > 0 OR instr(coalesce(r.provider_call_id, ''), ?{n}) > 0)"
+            ));
+        }
+        if let Some(before) = &page.before {
+            values.push(Value::Text(before.received_at.clone()));
+            values.push(Value::Integer(before.seq));
+            let n = values.len();
+            // The first term bounds the index range; the second breaks ties of one instant.
+            sql.push_str(&format!(
+                " AND r.received_at <= ?{a} AND (r.received_at < ?{a} OR r.seq < ?{n})",
+                a = n - 1
+            ));
+        }
+        let limit = filter.limit.unwrap_or(100);
+        values.push(Value::Integer(i64::from(limit)));
+        sql.push_str(&format!(
+            " ORDER BY r.received_at DESC, r.seq DESC LIMIT ?{}",
+            values.len()
+        ));
+        let mut stmt = conn.prepare(&sql).map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map(
-                params![
-                    filter.tool,
-                    status,
-                    filter.stage,
-                    filter.principal,
-                    filter.since,
-                    filter.limit.unwrap_or(100)
-                ],
-                |r| {
-                    Ok((
-                        r.get::<_, String>(1)?,
-                        r.get::<_, i64>(2)?,
-                        Kind::parse(&r.get::<_, String>(3)?),
-                        Listed {
-                            seq: r.get(0)?,
-                            node: None,
-                            call_id: r.get(4)?,
-                            tool: r.get(5)?,
-                            status: r.get(6)?,
-                            stage: r.get(7)?,
-                            principal: r.get(8)?,
-                            received_at: r.get(9)?,
-                        },
-                    ))
-                },
-            )
+            .query_map(rusqlite::params_from_iter(values), |r| {
+                Ok((
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    Kind::parse(&r.get::<_, String>(3)?),
+                    Listed {
+                        seq: r.get(0)?,
+                        node: None,
+                        call_id: r.get(4)?,
+                        tool: r.get(5)?,
+                        status: r.get(6)?,
+                        stage: r.get(7)?,
+                        principal: r.get(8)?,
+                        received_at: r.get(9)?,
+                    },
+                ))
+            })
             .map_err(|e| self.err(e))?;
         let rows: Vec<_> = rows.collect::<Result<_, _>>().map_err(|e| self.err(e))?;
+        // A full page may have more after it: it begins after the last row read (whether or
+        // not that row is shown).
+        let next = match rows.len() >= limit as usize {
+            true => rows.last().map(|(.., l)| Cursor {
+                received_at: l.received_at.clone(),
+                seq: l.seq,
+            }),
+            false => None,
+        };
         let mut live = HashMap::new();
         let mut out = Vec::with_capacity(rows.len());
         for (chain, chain_seq, kind, mut listed) in rows {
@@ -108,7 +153,7 @@ impl Journal {
             listed.node = (chain != log::LEGACY).then_some(chain);
             out.push(listed);
         }
-        Ok(out)
+        Ok(Paged { rows: out, next })
     }
 
     /// The entries of the calls `id` names, as vak's call id or as the provider's (which a model

@@ -564,6 +564,58 @@ fn a_journal_from_before_chains_opens_and_verifies() {
     assert!(refused.is_err());
 }
 
+/// A journal of schema 2 (no session column) opens at schema 3 with each entry's session read
+/// from its JSON; its calls are found by session, tool and call-id text, and paged newest first
+/// without a gap or an overlap.
+#[test]
+fn a_journal_from_before_sessions_pages_and_filters_by_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.sqlite");
+    {
+        let j = Journal::open(&path, Durability::Committed).unwrap();
+        for n in 1..=5 {
+            let mut r = record(n);
+            r.session_id = format!("session_{}", n % 2);
+            j.append(&r).unwrap();
+        }
+    }
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "DROP INDEX records_session; DROP INDEX records_tool;
+         ALTER TABLE records DROP COLUMN session; PRAGMA user_version = 2;",
+    )
+    .unwrap();
+    drop(conn);
+    let j = Journal::open(&path, Durability::Committed).unwrap();
+    let ids = |p: &Paged| p.rows.iter().map(|r| r.call_id.clone()).collect::<Vec<_>>();
+    let odd = Page {
+        session: Some("session_1".into()),
+        ..Page::default()
+    };
+    let found = j.page(&Filter::default(), &odd).unwrap();
+    assert_eq!(ids(&found), ["call_5", "call_3", "call_1"]);
+    let text = Page {
+        text: Some("ll_4".into()),
+        ..Page::default()
+    };
+    assert_eq!(ids(&j.page(&Filter::default(), &text).unwrap()), ["call_4"]);
+    let two = Filter {
+        limit: Some(2),
+        ..Filter::default()
+    };
+    let mut seen = Vec::new();
+    let mut at = Page::default();
+    loop {
+        let p = j.page(&two, &at).unwrap();
+        seen.extend(ids(&p));
+        match p.next {
+            Some(next) => at.before = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["call_5", "call_4", "call_3", "call_2", "call_1"]);
+}
+
 /// The journal is as private as the secrets: its folder 0700, its files 0600; a journal that
 /// group or others can read is reported with the `chmod` that fixes it.
 #[test]

@@ -1,0 +1,159 @@
+//! The calls: newest first, filtered, paged on the server ([`Journal::page`]: keyset paging on
+//! the indexed `received_at`).
+
+use super::{Page, call_href, param, query_href, shown};
+use crate::journal::{Cursor, Filter, Journal, Page as Query};
+use maud::html;
+
+const STATUSES: [&str; 6] = [
+    "completed",
+    "tool_error",
+    "refused",
+    "failed",
+    "interrupted",
+    "running",
+];
+const STAGES: [&str; 8] = [
+    "proposal",
+    "schema",
+    "permission",
+    "budget",
+    "dispatch",
+    "result",
+    "outcome",
+    "projection",
+];
+
+/// The filters a query carries (the form's fields), in the order the form has them.
+const FIELDS: [&str; 7] = [
+    "tool",
+    "status",
+    "stage",
+    "principal",
+    "session",
+    "q",
+    "since",
+];
+
+/// The page of calls that `query` asks for.
+pub fn page(journal: &Journal, query: &[(String, String)]) -> Page {
+    let get = |name| param(query, name).map(str::to_string);
+    let status = get("status");
+    if status.as_deref().is_some_and(|s| !STATUSES.contains(&s)) {
+        return Page::bad_request("Unknown status.");
+    }
+    let stage = get("stage");
+    if stage.as_deref().is_some_and(|s| !STAGES.contains(&s)) {
+        return Page::bad_request("Unknown stage.");
+    }
+    let size = match param(query, "size").map(str::parse::<u32>) {
+        None => 50,
+        Some(Ok(n)) if (1..=super::super::PAGE_SIZE).contains(&n) => n,
+        Some(_) => {
+            return Page::bad_request(&format!(
+                "size is a number from 1 to {}.",
+                super::super::PAGE_SIZE
+            ));
+        }
+    };
+    // Stored times are UTC (`Z`): a time given with an offset is compared as the same instant.
+    let since = match param(query, "since").map(str::parse::<jiff::Timestamp>) {
+        None => None,
+        Some(Ok(t)) => Some(t.to_string()),
+        Some(Err(_)) => {
+            return Page::bad_request("since is a time in RFC 3339 (2026-12-06T10:00:00Z).");
+        }
+    };
+    let before = match (param(query, "before_at"), param(query, "before_seq")) {
+        (Some(at), Some(seq)) => match seq.parse::<i64>() {
+            Ok(seq) => Some(Cursor {
+                received_at: at.to_string(),
+                seq,
+            }),
+            Err(_) => return Page::bad_request("before_seq is a number."),
+        },
+        _ => None,
+    };
+    let filter = Filter {
+        tool: get("tool"),
+        status,
+        stage,
+        principal: get("principal"),
+        since,
+        limit: Some(size),
+    };
+    let q = Query {
+        session: get("session"),
+        text: get("q"),
+        before: before.clone(),
+    };
+    let paged = match journal.page(&filter, &q) {
+        Ok(p) => p,
+        Err(e) => return Page::error(&e.to_string()),
+    };
+    // The filters as given, for the form and the pager's links.
+    let given: Vec<(&str, &str)> = FIELDS
+        .iter()
+        .filter_map(|f| param(query, f).map(|v| (*f, v)))
+        .collect();
+    let size_text = size.to_string();
+    let next = paged.next.as_ref().map(|c| {
+        let seq = c.seq.to_string();
+        let mut pairs = given.clone();
+        pairs.push(("size", &size_text));
+        pairs.push(("before_at", &c.received_at));
+        pairs.push(("before_seq", &seq));
+        query_href("/calls", &pairs)
+    });
+    let first = query_href("/calls", &given);
+    let value = |name: &str| param(query, name).unwrap_or("");
+    let content = html! {
+        form.filters method="get" action="/calls" {
+            label { "tool " input name="tool" value=(shown(value("tool"))); }
+            label { "status "
+                select name="status" {
+                    option value="" { "any" }
+                    @for s in STATUSES { option value=(s) selected[value("status") == s] { (s) } }
+                }
+            }
+            label { "stage "
+                select name="stage" {
+                    option value="" { "any" }
+                    @for s in STAGES { option value=(s) selected[value("stage") == s] { (s) } }
+                }
+            }
+            label { "principal " input name="principal" value=(shown(value("principal"))); }
+            label { "session " input name="session" value=(shown(value("session"))); }
+            label { "call id contains " input name="q" value=(shown(value("q"))); }
+            label { "since " input name="since" placeholder="2026-12-06T10:00:00Z" value=(shown(value("since"))); }
+            button type="submit" { "Filter" }
+            " " a href="/calls" { "clear" }
+        }
+        p { (paged.rows.len()) " calls on this page" @if before.is_some() { ", older than the first page" } "." }
+        table {
+            thead { tr {
+                th { "#" } th { "received" } th { "tool" } th { "status" } th { "stage" }
+                th { "call id" } th { "principal" } th { "chain" }
+            } }
+            tbody {
+                @for r in &paged.rows {
+                    tr {
+                        td.mono { (r.seq) }
+                        td.mono { (shown(&r.received_at)) }
+                        td { (shown(&r.tool)) }
+                        td class=(format!("st-{}", shown(&r.status))) { (shown(&r.status)) }
+                        td { (shown(&r.stage)) }
+                        td.mono { a href=(call_href(&r.call_id)) { (shown(&r.call_id)) } }
+                        td { (shown(r.principal.as_deref().unwrap_or("-"))) }
+                        td.mono { (shown(r.node.as_deref().unwrap_or("-"))) }
+                    }
+                }
+            }
+        }
+        nav.pager {
+            @if before.is_some() { a href=(first) { "newest" } }
+            @if let Some(next) = &next { a href=(next) rel="next" { "older" } }
+        }
+    };
+    Page::ok("Calls", content)
+}
