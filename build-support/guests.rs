@@ -1,18 +1,23 @@
-//! Shared by the build scripts that compile guest components (`host/build.rs`, `tests/build.rs`).
+//! Shared by the build scripts that compile guest components (`crates/vak-runtime/build.rs`, `tests/build.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
 
-/// The workspace root (the parent of the crate being built).
+/// The workspace root: the nearest folder above the crate being built whose Cargo.toml is the
+/// workspace's.
 fn workspace() -> PathBuf {
     let manifest = PathBuf::from(
         std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
     );
     manifest
-        .parent()
-        .expect("crates live one level below the workspace root")
+        .ancestors()
+        .skip(1)
+        .find(|d| {
+            std::fs::read_to_string(d.join("Cargo.toml")).is_ok_and(|t| t.contains("[workspace]"))
+        })
+        .expect("the crate lives inside the workspace")
         .to_path_buf()
 }
 

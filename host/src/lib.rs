@@ -10,58 +10,16 @@
 //! Tools are admitted once ([`admission`]): compiled (with an AOT cache), their imports checked
 //! against their claims and the policy, and pre-linked for their grant.
 //!
-//! The pure stages (proposal, schema, registry, evidence, outcome, projection, the record, the
-//! journal's chain checks) live in the `vak-core` crate, the journal, signing key, revocations
-//! and stores in `vak-store`; both are re-exported here at the paths they always had. This
-//! crate runs components and brokers their effects (one folder per capability).
-//! `docs/architecture.md` draws the layout.
+//! The crates: `vak-core` holds the pure stages (proposal, schema, registry, evidence,
+//! outcome, projection, the record, the journal's chain checks); `vak-store` the journal,
+//! signing key, revocations and stores; `vak-runtime` the pipeline, the sandbox and the
+//! capability brokers. This crate adds the servers ([`mcp`], [`audit_web`]) and the `vak`
+//! binary, and re-exports the others at the paths they always had. `docs/architecture.md`
+//! draws the layout.
 //!
 //! Start with [`HostBuilder`].
 
-pub mod admission;
-pub mod approval;
 pub mod audit_web;
-#[doc(hidden)]
-pub mod bench_support;
-pub mod bindings;
-pub mod budget;
-pub mod bundled;
-pub mod capabilities;
-mod child_runner;
-pub use vak_core::digest;
-pub mod dispatch;
-pub use vak_core::evidence;
-#[doc(hidden)]
-pub mod fuzzing;
-mod host;
-pub use vak_store::journal;
 pub mod mcp;
-pub use vak_core::outcome;
-pub mod policy;
-pub use vak_core::projection;
-pub use vak_core::proposal;
-/// The call record (data, in `vak_core::record`) and the bound on its size under the host's
-/// caps.
-pub mod record {
-    pub use crate::result::{JSON_ESCAPE_FACTOR, RECORD_FRAME_BYTES, max_record_bytes};
-    pub use vak_core::record::*;
-}
-mod redaction;
-pub use vak_core::registry;
-pub mod result;
-pub use vak_core::schema;
-pub use vak_store::revocation;
-pub mod secrets;
-pub use vak_core::stage;
-pub use vak_store::signing;
-pub use vak_store::store;
 
-pub use admission::{AdmissionError, AdmittedTool, Descriptor, Examination, Verdict};
-pub use dispatch::{DispatchError, EngineSettings};
-pub use host::{Host, HostBuilder, HostError, InvalidSessionId, PermissionError, Session};
-pub use policy::Policy;
-pub use proposal::Proposal;
-pub use record::{CallRecord, Status};
-pub use revocation::{Blocked, Revocation, Revocations};
-pub use stage::{CallError, Stage};
-pub use store::{Store, StoreError};
+pub use vak_runtime::*;

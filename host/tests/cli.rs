@@ -234,7 +234,10 @@ fn policy_check_and_revoke() {
         &[
             "policy",
             "check",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/policy/default.toml"),
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../crates/vak-runtime/policy/default.toml"
+            ),
         ],
     );
     assert_eq!(o.status.code(), Some(0), "{o:?}");

@@ -165,7 +165,7 @@ impl VakMcp {
         let channel: Arc<dyn crate::capabilities::client::ClientChannel> = Arc::new(channel);
         // Run here; should this request be dropped (a client gone), the call is finished on a
         // task of its own, and still journals its record.
-        let call = crate::host::FinishOnDrop::new(
+        let call = crate::FinishOnDrop::new(
             Box::pin(async move { session.call_on_this_task(proposal, cancel, channel).await }),
             None,
         );
@@ -230,7 +230,7 @@ impl VakMcp {
 /// Await `call`, sending `notifications/progress` every [`PROGRESS_INTERVAL`]: the progress is
 /// the seconds elapsed (there is no honest total to report before the tool says so).
 async fn report_progress(
-    mut call: crate::host::FinishOnDrop,
+    mut call: crate::FinishOnDrop,
     context: &RequestContext<RoleServer>,
     token: rmcp::model::ProgressToken,
 ) -> crate::CallRecord {

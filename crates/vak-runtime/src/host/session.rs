@@ -93,7 +93,7 @@ impl Session {
 
     /// The lifecycle on the caller's task, for a caller that has spawned one for the call
     /// already (the MCP server) and cancels it with `cancel`.
-    pub(crate) async fn call_on_this_task(
+    pub async fn call_on_this_task(
         &self,
         proposal: Proposal,
         cancel: CancellationToken,

@@ -3,7 +3,7 @@
 //! for projects built against it outside this repository.
 
 wasmtime::component::bindgen!({
-    path: "../wit",
+    path: "../../wit",
     world: "vak:tool/sandboxed-tool",
     imports: { default: async },
     exports: { default: async },
@@ -12,21 +12,21 @@ wasmtime::component::bindgen!({
 /// The `vak:tool` package as one WIT file (`world.wit` first: it alone names the package), as
 /// `vak new` writes it into a Python or JavaScript project's `wit/deps/`.
 pub const WIT_PACKAGE: &str = concat!(
-    include_str!("../../wit/world.wit"),
+    include_str!("../../../wit/world.wit"),
     "\n",
-    include_str!("../../wit/types.wit"),
+    include_str!("../../../wit/types.wit"),
     "\n",
-    include_str!("../../wit/tool.wit"),
+    include_str!("../../../wit/tool.wit"),
     "\n",
-    include_str!("../../wit/clock.wit"),
+    include_str!("../../../wit/clock.wit"),
     "\n",
-    include_str!("../../wit/http.wit"),
+    include_str!("../../../wit/http.wit"),
     "\n",
-    include_str!("../../wit/workspace.wit"),
+    include_str!("../../../wit/workspace.wit"),
     "\n",
-    include_str!("../../wit/invoke.wit"),
+    include_str!("../../../wit/invoke.wit"),
     "\n",
-    include_str!("../../wit/log.wit"),
+    include_str!("../../../wit/log.wit"),
     "\n",
-    include_str!("../../wit/client.wit"),
+    include_str!("../../../wit/client.wit"),
 );

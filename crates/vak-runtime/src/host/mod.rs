@@ -10,7 +10,7 @@ mod session;
 
 pub use builder::HostBuilder;
 pub use error::{HostError, InvalidSessionId, PermissionError};
-pub(crate) use finish::FinishOnDrop;
+pub use finish::FinishOnDrop;
 pub use session::Session;
 
 use crate::admission::{AdmittedTool, Examination, Verdict};

@@ -2,7 +2,7 @@
 //! where `src/bundled.rs` includes them. As wasmtime's `crates/test-programs` does, the guests are
 //! built by a nested cargo in a separate target directory, so it never waits on this build's lock.
 
-#[path = "../build-support/guests.rs"]
+#[path = "../../build-support/guests.rs"]
 mod guests;
 
 fn main() {

@@ -7,13 +7,13 @@ use tokio_util::sync::CancellationToken;
 /// A call's lifecycle, polled where its caller polls it; dropped unfinished, it is finished on a
 /// task of its own (cancelled first, when it was given a token to cancel), so that a call, once
 /// started, always reaches its end and its record.
-pub(crate) struct FinishOnDrop {
+pub struct FinishOnDrop {
     lifecycle: Option<std::pin::Pin<Box<dyn std::future::Future<Output = CallRecord> + Send>>>,
     cancel: Option<CancellationToken>,
 }
 
 impl FinishOnDrop {
-    pub(crate) fn new(
+    pub fn new(
         lifecycle: std::pin::Pin<Box<dyn std::future::Future<Output = CallRecord> + Send>>,
         cancel: Option<CancellationToken>,
     ) -> FinishOnDrop {
