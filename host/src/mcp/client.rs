@@ -213,7 +213,7 @@ impl ClientChannel for McpChannel {
 }
 
 /// The text of a completion: one text block, or the text blocks of a list of them.
-fn completion_text(content: &Value) -> Result<String, ClientError> {
+pub(super) fn completion_text(content: &Value) -> Result<String, ClientError> {
     let blocks: Vec<&Value> = match content {
         Value::Array(items) => items.iter().collect(),
         other => vec![other],
