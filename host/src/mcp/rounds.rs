@@ -133,7 +133,11 @@ impl Rounds {
     /// States sealed with a key derived from `host`'s signing key: nodes given the same key file
     /// open each other's states.
     pub fn of(host: &crate::Host) -> Rounds {
-        let secret = host.inner_key().derived_secret(KEY_PURPOSE);
+        Rounds::from_secret(host.inner_key().derived_secret(KEY_PURPOSE).as_slice())
+    }
+
+    /// States sealed with `secret` (32 bytes).
+    fn from_secret(secret: &[u8]) -> Rounds {
         Rounds {
             codec: RequestStateCodec::new_unchecked(secret.to_vec()),
         }
@@ -423,3 +427,6 @@ fn elicit_reply(answer: &Value) -> Result<ElicitReply, ClientError> {
     };
     Ok(ElicitReply { action, content })
 }
+
+#[cfg(test)]
+mod tests;
