@@ -289,3 +289,45 @@ async fn a_tool_that_could_write_is_not_run_again_for_a_round() {
     );
     child.kill().await.ok();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_headerless_stdio_client_gets_the_same_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = serve_command(
+        dir.path(),
+        &[("elicitation", guest(guests::CONF_ELICITATION))],
+        POLICY,
+        &[],
+        std::process::Stdio::null(),
+    )
+    .spawn()
+    .expect("spawn vak serve");
+    let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    let mut client = vak_tests::mcp::Client::new(stdout, stdin);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": { "name": "vak-tests", "version": "0" },
+        "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} },
+    });
+    let args = json!({ "message": "Who are you?" });
+    let first = client
+        .request(
+            "tools/call",
+            json!({ "name": "test_elicitation", "arguments": args, "_meta": meta }),
+        )
+        .await;
+    let (key, _, state) = asked(&first);
+    let second = client
+        .request(
+            "tools/call",
+            json!({ "name": "test_elicitation", "arguments": args, "_meta": meta,
+                "inputResponses": { key.as_str(): { "action": "decline" } },
+                "requestState": state }),
+        )
+        .await;
+    let text = second["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("action: decline"), "{second}");
+    child.kill().await.ok();
+}
