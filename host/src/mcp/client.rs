@@ -3,9 +3,9 @@
 //! elicitation requests become `sampling/createMessage` and `elicitation/create` requests to
 //! the client, when it declared that it answers them.
 //!
-//! Only the handshake era has a way back to the client in the middle of a call. A stateless
-//! 2026-07-28 request gets a typed refusal for sampling and elicitation (that revision replaces
-//! them with `input_required` results, which vak does not send yet); its per-request log level
+//! Only the handshake era has a way back to the client in the middle of a call. A 2026-07-28
+//! request's sampling and elicitation go through input-required rounds instead (`super::rounds`,
+//! which keeps this channel for log lines); its per-request log level
 //! (`io.modelcontextprotocol/logLevel` in `_meta`) is honoured.
 // Sampling and logging are deprecated by SEP-2577 for the 2026-07-28 revision, and still part of
 // the 2025-11-25 one that clients speak today.

@@ -187,16 +187,26 @@ impl VakMcp {
         };
         let lookup = |name: &str| host.tool(name);
         let hints = tools::Hints::of(tool, &lookup);
-        let not_replayable = (!hints.read_only).then(|| {
-            format!(
-                "tool `{}` may change things outside the call (a write root, an http method \
+        let not_replayable = if tool.grant.asks() {
+            // An approval's question goes through the same channel, before the tool runs.
+            Some(format!(
+                "tool `{}` asks for approvals, which vak does not put in input-required rounds \
+                 yet: call it in a session (the 2025-11-25 handshake), where the client is asked \
+                 during the call",
+                tool.name()
+            ))
+        } else {
+            (!hints.read_only).then(|| {
+                format!(
+                    "tool `{}` may change things outside the call (a write root, an http method \
                  beyond GET, or a child run of such a tool), which running it again for each \
                  input-required round would repeat; vak asks the client in rounds only for \
                  tools without such effects: call it in a session (the 2025-11-25 handshake), \
                  where the client is asked during the call",
-                tool.name()
-            )
-        });
+                    tool.name()
+                )
+            })
+        };
         let at = resumed.record();
         let replay = rounds::Replay::new(
             logs,
