@@ -331,3 +331,69 @@ async fn a_headerless_stdio_client_gets_the_same_rounds() {
     assert!(text.contains("action: decline"), "{second}");
     child.kill().await.ok();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_questions_take_two_rounds_and_the_first_answer_is_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = serve_command(
+        dir.path(),
+        &[("multi", guest(guests::CONF_IR_MULTI_ROUND))],
+        "[tools.test_input_required_result_multi_round]\ncapabilities.client = { requests = [\"elicitation\"] }\n",
+        &[],
+        std::process::Stdio::null(),
+    );
+    let (mut child, url) = spawn_http(cmd).await;
+    let mut mcp = HttpMcp::new(&url);
+    let tool = "test_input_required_result_multi_round";
+    let first = call(&mut mcp, tool, json!({}), None).await;
+    let (key1, request1, state1) = asked(&first);
+    assert_eq!(key1, "elicitation-1");
+    assert_eq!(request1["params"]["message"], "Step 1: What is your name?");
+    let second = call(
+        &mut mcp,
+        tool,
+        json!({}),
+        Some((
+            json!({ key1.as_str(): { "action": "accept", "content": { "name": "Alice" } } }),
+            &state1,
+        )),
+    )
+    .await;
+    // The tool ran again: its first question was answered from the state, the second is asked.
+    let (key2, request2, state2) = asked(&second);
+    assert_eq!(key2, "elicitation-2");
+    assert_eq!(
+        request2["params"]["message"],
+        "Step 2: What is your favorite color?"
+    );
+    assert_ne!(state2, state1);
+    // Round 3 brings only the second answer; the first comes from the state.
+    let third = call(
+        &mut mcp,
+        tool,
+        json!({}),
+        Some((
+            json!({ key2.as_str(): { "action": "accept", "content": { "color": "blue" } } }),
+            &state2,
+        )),
+    )
+    .await;
+    let text = third["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("Alice") && text.contains("blue"), "{third}");
+    let r3 = record(dir.path(), &call_id(&third));
+    assert_eq!(r3["round"]["round"], 3, "{r3}");
+    assert_eq!(r3["round"]["previous_call_id"], json!(call_id(&second)));
+    let answered = r3["receipts"].as_array().map(|all| {
+        all.iter()
+            .filter(|r| r["operation"] == "elicit" && r["ok"] == true)
+            .count()
+    });
+    assert_eq!(
+        answered,
+        Some(2),
+        "both answers have receipts in the last round: {r3}"
+    );
+    child.kill().await.ok();
+}

@@ -87,7 +87,8 @@ fn a_state_of_another_key_or_altered_is_not_issued() {
 fn a_state_is_bound_to_tool_principal_arguments_and_grant() {
     let rounds = Rounds::from_secret(&[7; 32]);
     let s = state(&rounds, 1, 0, STATE_TTL);
-    let cases: [(&str, fn(&mut Binding)); 4] = [
+    type Change = fn(&mut Binding);
+    let cases: [(&str, Change); 4] = [
         ("tool", |b| b.tool = "other".into()),
         ("principal", |b| b.principal = None),
         ("arguments", |b| {
