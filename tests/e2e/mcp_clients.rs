@@ -163,3 +163,109 @@ fn scenario_checks(results: &Path, scenario: &str) -> Vec<serde_json::Value> {
         .flatten()
         .collect()
 }
+
+/// The conformance tools of the input-required (SEP-2322) scenarios, under their policy.
+const INPUT_REQUIRED_POLICY: &str = r#"
+[tools.test_input_required_result_elicitation]
+capabilities.client = { requests = ["elicitation"] }
+[tools.test_input_required_result_sampling]
+capabilities.client = { requests = ["sampling"] }
+[tools.test_input_required_result_request_state]
+capabilities.client = { requests = ["elicitation"] }
+[tools.test_input_required_result_multi_round]
+capabilities.client = { requests = ["elicitation"] }
+[tools.test_input_required_result_tampered_state]
+capabilities.client = { requests = ["elicitation"] }
+[tools.test_input_required_result_capabilities]
+capabilities.client = { requests = ["elicitation", "sampling"] }
+"#;
+
+/// The 2026-07-28 `input-required-result-*` scenarios of the suite's prerelease
+/// (`conformance-next`, 0.2.0-alpha.12), one by one against `vak serve --http`: every scenario
+/// passes but those that ask for what vak does not do, each failing by exactly the check named.
+#[tokio::test(flavor = "multi_thread")]
+async fn conformance_next_input_required_scenarios_pass() {
+    let node = clients().join("node_modules/.bin/node");
+    let suite = clients().join("node_modules/conformance-next/dist/index.js");
+    if !node.is_file() || !suite.is_file() {
+        return skip("the MCP conformance suite's prerelease (conformance-next, with Node 26)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = serve_command(
+        dir.path(),
+        &[
+            ("ir_elicitation", guest(guests::CONF_IR_ELICITATION)),
+            ("ir_sampling", guest(guests::CONF_IR_SAMPLING)),
+            ("ir_request_state", guest(guests::CONF_IR_REQUEST_STATE)),
+            ("ir_multi_round", guest(guests::CONF_IR_MULTI_ROUND)),
+            ("ir_tampered", guest(guests::CONF_IR_TAMPERED)),
+            ("ir_capabilities", guest(guests::CONF_IR_CAPABILITIES)),
+        ],
+        INPUT_REQUIRED_POLICY,
+        &[],
+        std::process::Stdio::null(),
+    );
+    let (mut server, url) = spawn_http(cmd).await;
+    // What vak does not do, and the one check each such scenario fails by.
+    let not_done = [
+        // The key of an input request is vak's (`elicitation-1`): a tool cannot name it
+        // (`user_name`).
+        ("basic-elicitation", "sep-2322-elicitation-incomplete"),
+        // No `roots/list` requests.
+        ("basic-list-roots", "sep-2322-list-roots-incomplete"),
+        // One question per round (a tool asks one at a time), and no roots.
+        (
+            "multiple-input-requests",
+            "sep-2322-multiple-inputs-incomplete",
+        ),
+        // No prompts.
+        ("non-tool-request", "sep-2322-non-tool-incomplete"),
+    ];
+    let passing = [
+        "basic-sampling",
+        "request-state",
+        "multi-round",
+        "missing-input-response",
+        "result-type",
+        "unsupported-methods",
+        "tampered-state",
+        "capability-check",
+        "ignore-extra-params",
+        "validate-input",
+    ];
+    let results = dir.path().join("results");
+    let (mut passed, mut total) = (0, 0);
+    for scenario in passing
+        .iter()
+        .copied()
+        .chain(not_done.iter().map(|(s, _)| *s))
+    {
+        let scenario = format!("input-required-result-{scenario}");
+        let out = tokio::process::Command::new(&node)
+            .arg(&suite)
+            .args(["server", "--url", &url, "--scenario", &scenario])
+            .args(["--spec-version", "2026-07-28", "-o"])
+            .arg(&results)
+            .output()
+            .await
+            .expect("run the conformance suite");
+        println!("{}", String::from_utf8_lossy(&out.stdout));
+        let checks = scenario_checks(&results, &scenario);
+        assert!(!checks.is_empty(), "scenario {scenario} ran no check");
+        let failed: Vec<&str> = checks
+            .iter()
+            .filter(|c| c["status"] == "FAILURE")
+            .filter_map(|c| c["id"].as_str())
+            .collect();
+        let expected: Vec<&str> = not_done
+            .iter()
+            .filter(|(s, _)| scenario.ends_with(s))
+            .map(|(_, check)| *check)
+            .collect();
+        assert_eq!(failed, expected, "{scenario}: {checks:?}");
+        total += checks.len();
+        passed += checks.iter().filter(|c| c["status"] != "FAILURE").count();
+    }
+    println!("input-required-result-* scenarios: {passed} of {total} checks pass");
+    server.kill().await.ok();
+}
