@@ -397,3 +397,68 @@ async fn two_questions_take_two_rounds_and_the_first_answer_is_replayed() {
     );
     child.kill().await.ok();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rounds_of_one_call_are_charged_to_one_session() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two calls a session: a call that needs three rounds runs out in its third.
+    let cmd = serve_command(
+        dir.path(),
+        &[("multi", guest(guests::CONF_IR_MULTI_ROUND))],
+        "[session]\ncalls = 2\n[tools.test_input_required_result_multi_round]\ncapabilities.client = { requests = [\"elicitation\"] }\n",
+        &[],
+        std::process::Stdio::null(),
+    );
+    let (mut child, url) = spawn_http(cmd).await;
+    let mut mcp = HttpMcp::new(&url);
+    let tool = "test_input_required_result_multi_round";
+    let first = call(&mut mcp, tool, json!({}), None).await;
+    let (key1, _, state1) = asked(&first);
+    let answer1 = json!({ key1.as_str(): { "action": "accept", "content": { "name": "Alice" } } });
+    let second = call(&mut mcp, tool, json!({}), Some((answer1, &state1))).await;
+    let (key2, _, state2) = asked(&second);
+    let answer2 = json!({ key2.as_str(): { "action": "accept", "content": { "color": "blue" } } });
+    let third = call(&mut mcp, tool, json!({}), Some((answer2, &state2))).await;
+    assert_eq!(third["result"]["isError"], true, "{third}");
+    assert_eq!(
+        third["result"]["_meta"]["dev.vak/error"]["kind"], "session_calls_exhausted",
+        "{third}"
+    );
+    // One session, named after the first round's call, in every round's record.
+    let session = format!("rounds:{}", call_id(&first));
+    for body in [&first, &second, &third] {
+        let r = record(dir.path(), &call_id(body));
+        assert_eq!(r["session_id"], json!(session), "{r}");
+    }
+    // A request naming another session cannot take the state with it.
+    let mut params = json!({ "name": tool, "arguments": {},
+        "inputResponses": {}, "requestState": state2,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} },
+            "dev.vak/session": "fresh-budget",
+        } });
+    params["_meta"]["io.modelcontextprotocol/clientInfo"] = json!({ "name": "t", "version": "0" });
+    let (_, refused) = mcp
+        .post(
+            &json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params }),
+            &[
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", tool),
+            ],
+        )
+        .await
+        .expect("an HTTP response");
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("session")),
+        "{refused}"
+    );
+    // A call started afresh is a new logical call, with a session of its own.
+    let again = call(&mut mcp, tool, json!({}), None).await;
+    asked(&again);
+    child.kill().await.ok();
+}

@@ -151,6 +151,7 @@ impl VakMcp {
         context: &RequestContext<RoleServer>,
         logs: client::McpChannel,
         cancel: &tokio_util::sync::CancellationToken,
+        (session, call_id): (&Session, &str),
     ) -> Prepared {
         // 2026-07-28 and later have no handshake and no requests from the server during a call.
         let stateless = context
@@ -173,13 +174,22 @@ impl VakMcp {
             arguments_sha256: rounds::canonical_sha256(arguments),
             grant_sha256: host.grant_digest(tool),
         };
+        // Every round of one call is charged to one session: the one a request names, else one
+        // named after the first round's call, sealed in the state so that a retry cannot start
+        // afresh with a budget of its own.
+        let named = context.meta.get(SESSION_META).is_some();
         let resumed = match &request.request_state {
-            None => rounds::Resumed::first(),
+            None if named => rounds::Resumed::first(session.id().to_string()),
+            None => rounds::Resumed::first(format!("rounds:{call_id}")),
             Some(state) => {
                 match self
                     .rounds
                     .open(state, &binding, request.input_responses.as_ref())
                 {
+                    Ok(resumed) if named && resumed.session != session.id() => {
+                        let refused = rounds::StateRefused::OtherBinding { what: "session" };
+                        return Prepared::Refused(refused, logs);
+                    }
                     Ok(resumed) => resumed,
                     Err(refused) => return Prepared::Refused(refused, logs),
                 }
@@ -261,7 +271,7 @@ impl VakMcp {
         proposal.renderer = crate::projection::RendererCaps::markdown();
         // A request may name the budget session it belongs to (what an earlier result's `_meta`
         // said): the way a stateless client keeps one budget across requests and nodes.
-        let session = match context.meta.get(SESSION_META) {
+        let mut session = match context.meta.get(SESSION_META) {
             None => self.session.clone(),
             Some(serde_json::Value::String(id)) => self
                 .session
@@ -288,10 +298,23 @@ impl VakMcp {
         let (round, channel): (
             Option<RoundOf>,
             Arc<dyn crate::capabilities::client::ClientChannel>,
-        ) = match self.round_of(&request, &arguments, &context, channel, &cancel) {
+        ) = match self.round_of(
+            &request,
+            &arguments,
+            &context,
+            channel,
+            &cancel,
+            (&session, &proposal.call_id),
+        ) {
             Prepared::Plain(channel) => (None, Arc::new(channel)),
             Prepared::Round(round, at) => {
                 proposal.round = Some(at);
+                if round.replay.session() != session.id() {
+                    session = session
+                        .host()
+                        .session_named(round.replay.session(), session.principal())
+                        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                }
                 let channel = round.replay.clone();
                 (Some(round), channel)
             }

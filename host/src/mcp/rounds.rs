@@ -91,6 +91,8 @@ struct Sealed {
     round: u32,
     /// That round's call (its record).
     call_id: String,
+    /// The budget session every round of the call is charged to.
+    session: String,
     answers: Vec<Answered>,
     /// The question the round ended on: `(key, question digest)`.
     pending: (String, String),
@@ -107,15 +109,18 @@ pub struct Rounds {
 pub struct Resumed {
     pub round: u32,
     pub previous_call_id: Option<String>,
+    /// The budget session of the call's rounds: the state's, or chosen in round 1.
+    pub session: String,
     answers: Vec<Answered>,
 }
 
 impl Resumed {
-    /// The first round: no answers yet.
-    pub fn first() -> Resumed {
+    /// The first round, charged to `session`: no answers yet.
+    pub fn first(session: String) -> Resumed {
         Resumed {
             round: 1,
             previous_call_id: None,
+            session,
             answers: Vec::new(),
         }
     }
@@ -191,6 +196,7 @@ impl Rounds {
         Ok(Resumed {
             round: sealed.round + 1,
             previous_call_id: Some(sealed.call_id),
+            session: sealed.session,
             answers,
         })
     }
@@ -209,6 +215,7 @@ impl Rounds {
             binding: binding.clone(),
             round: replay.resumed.round,
             call_id: call_id.to_string(),
+            session: replay.resumed.session.clone(),
             answers: replay.resumed.answers.clone(),
             pending: (key.clone(), question),
         };
@@ -281,6 +288,11 @@ impl Replay {
             pending: Mutex::new(None),
             stop,
         }
+    }
+
+    /// The budget session this round is charged to.
+    pub fn session(&self) -> &str {
+        &self.resumed.session
     }
 
     /// The answer to the next request, of kind `what` with `params`, or the question put off to

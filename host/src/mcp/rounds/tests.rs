@@ -16,6 +16,7 @@ fn state(rounds: &Rounds, round: u32, answers: usize, ttl: Duration) -> String {
         binding: binding(),
         round,
         call_id: format!("call_{round}"),
+        session: "rounds:call_1".into(),
         answers: (0..answers)
             .map(|i| Answered {
                 key: format!("elicitation-{}", i + 1),
