@@ -47,23 +47,28 @@ fn mcp_level(level: LogLevel) -> LoggingLevel {
 pub(crate) struct McpChannel {
     peer: Peer<RoleServer>,
     level: Option<LogLevel>,
+    /// The request speaks a revision without server requests during a call (2026-07-28).
+    stateless: bool,
     /// Log lines, in order, to the task that sends them (see [`McpChannel::new`]).
     logs: Option<mpsc::UnboundedSender<(LogLevel, String)>>,
 }
 
 impl McpChannel {
     /// A channel to `peer` forwarding lines of `level` and above for tool `tool`; the returned
-    /// task sends them in order and ends once the channel is dropped and every line is out.
+    /// task sends them in order and ends once the channel is dropped and every line is out. A
+    /// `stateless` request's channel asks the client nothing.
     pub(crate) fn new(
         peer: Peer<RoleServer>,
         level: Option<LogLevel>,
         tool: &str,
+        stateless: bool,
     ) -> (McpChannel, Option<tokio::task::JoinHandle<()>>) {
         let Some(level) = level else {
             return (
                 McpChannel {
                     peer,
                     level: None,
+                    stateless,
                     logs: None,
                 },
                 None,
@@ -92,15 +97,22 @@ impl McpChannel {
             McpChannel {
                 peer,
                 level: Some(level),
+                stateless,
                 logs: Some(tx),
             },
             Some(task),
         )
     }
 
+    /// Whether the request speaks a revision without server requests during a call.
+    pub(crate) fn stateless(&self) -> bool {
+        self.stateless
+    }
+
     /// Whether the client declared `what` (`sampling`, `elicitation`) at its handshake.
     fn declared(&self, what: &'static str) -> Result<(), ClientError> {
-        let Some(info) = self.peer.peer_info() else {
+        let info = self.peer.peer_info().filter(|_| !self.stateless);
+        let Some(info) = info else {
             return Err(ClientError::Unavailable(
                 "this request came without a handshake (MCP 2026-07-28), which allows no requests \
                  from the server during a call"

@@ -153,10 +153,7 @@ impl VakMcp {
         cancel: &tokio_util::sync::CancellationToken,
         (session, call_id): (&Session, &str),
     ) -> Prepared {
-        // 2026-07-28 and later have no handshake and no requests from the server during a call.
-        let stateless = context
-            .protocol_version()
-            .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
+        let stateless = logs.stateless();
         let host = self.session.host();
         let Some(tool) = host.tool(&request.name).filter(|_| stateless) else {
             return Prepared::Plain(logs);
@@ -294,7 +291,12 @@ impl VakMcp {
             .log_level()
             .map(client::min_level)
             .or(*self.log_level.lock().unwrap_or_else(|p| p.into_inner()));
-        let (channel, log_task) = client::McpChannel::new(context.peer.clone(), level, &name);
+        // 2026-07-28 and later have no handshake and no requests from the server during a call.
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
+        let (channel, log_task) =
+            client::McpChannel::new(context.peer.clone(), level, &name, stateless);
         let (round, channel): (
             Option<RoundOf>,
             Arc<dyn crate::capabilities::client::ClientChannel>,
