@@ -395,6 +395,26 @@ async fn two_questions_take_two_rounds_and_the_first_answer_is_replayed() {
         Some(2),
         "both answers have receipts in the last round: {r3}"
     );
+    // `vak audit show` of the last round lists every round, each from its own checked entry.
+    let out = vak_in(dir.path())
+        .args(["audit", "show", &call_id(&third)])
+        .output()
+        .expect("vak audit show");
+    let err = String::from_utf8_lossy(&out.stderr);
+    println!("{err}");
+    for (n, body) in [(1, &first), (2, &second), (3, &third)] {
+        let line = err
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("round {n} ")))
+            .unwrap_or_else(|| panic!("no round {n}: {err}"));
+        assert!(line.contains(&call_id(body)), "{err}");
+    }
+    assert!(
+        err.contains("failed (input_required), asked elicitation-1, 0 answers")
+            && err.contains("asked elicitation-2, 1 answer from")
+            && err.contains("completed, 2 answers"),
+        "{err}"
+    );
     child.kill().await.ok();
 }
 
