@@ -287,6 +287,14 @@ async fn a_tool_that_could_write_is_not_run_again_for_a_round() {
         text.contains("may change things outside the call") && text.contains("handshake"),
         "{body}"
     );
+    let r = record(dir.path(), &call_id(&body));
+    assert!(r["round"].is_null(), "not a round of anything: {r}");
+    assert!(
+        r["session_id"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("session_")),
+        "charged as any stateless call: {r}"
+    );
     child.kill().await.ok();
 }
 

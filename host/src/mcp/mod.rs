@@ -116,7 +116,8 @@ pub struct VakMcp {
 /// `requestState` refused).
 enum Prepared {
     Plain(client::McpChannel),
-    Round(RoundOf, vak_core::record::Round),
+    /// A round, and its place among the call's rounds (none for a tool that is not run again).
+    Round(RoundOf, Option<vak_core::record::Round>),
     Refused(rounds::StateRefused, client::McpChannel),
 }
 
@@ -171,12 +172,35 @@ impl VakMcp {
             arguments_sha256: rounds::canonical_sha256(arguments),
             grant_sha256: host.grant_digest(tool),
         };
+        let lookup = |name: &str| host.tool(name);
+        let not_replayable = if tool.grant.asks() {
+            // An approval's question goes through the same channel, before the tool runs.
+            Some(format!(
+                "tool `{}` asks for approvals, which vak does not put in input-required rounds \
+                 yet: call it in a session (the 2025-11-25 handshake), where the client is asked \
+                 during the call",
+                tool.name()
+            ))
+        } else if !tools::Hints::of(tool, &lookup).read_only {
+            Some(format!(
+                "tool `{}` may change things outside the call (a write root, an http method \
+                 beyond GET, or a child run of such a tool), which running it again for each \
+                 input-required round would repeat; vak asks the client in rounds only for \
+                 tools without such effects: call it in a session (the 2025-11-25 handshake), \
+                 where the client is asked during the call",
+                tool.name()
+            ))
+        } else {
+            None
+        };
         // Every round of one call is charged to one session: the one a request names, else one
         // named after the first round's call, sealed in the state so that a retry cannot start
-        // afresh with a budget of its own.
+        // afresh with a budget of its own. A tool that is not run again has no rounds.
         let named = context.meta.get(SESSION_META).is_some();
         let resumed = match &request.request_state {
-            None if named => rounds::Resumed::first(session.id().to_string()),
+            None if named || not_replayable.is_some() => {
+                rounds::Resumed::first(session.id().to_string())
+            }
             None => rounds::Resumed::first(format!("rounds:{call_id}")),
             Some(state) => {
                 match self
@@ -192,29 +216,7 @@ impl VakMcp {
                 }
             }
         };
-        let lookup = |name: &str| host.tool(name);
-        let hints = tools::Hints::of(tool, &lookup);
-        let not_replayable = if tool.grant.asks() {
-            // An approval's question goes through the same channel, before the tool runs.
-            Some(format!(
-                "tool `{}` asks for approvals, which vak does not put in input-required rounds \
-                 yet: call it in a session (the 2025-11-25 handshake), where the client is asked \
-                 during the call",
-                tool.name()
-            ))
-        } else {
-            (!hints.read_only).then(|| {
-                format!(
-                    "tool `{}` may change things outside the call (a write root, an http method \
-                 beyond GET, or a child run of such a tool), which running it again for each \
-                 input-required round would repeat; vak asks the client in rounds only for \
-                 tools without such effects: call it in a session (the 2025-11-25 handshake), \
-                 where the client is asked during the call",
-                    tool.name()
-                )
-            })
-        };
-        let at = resumed.record();
+        let at = not_replayable.is_none().then(|| resumed.record());
         let replay = rounds::Replay::new(
             logs,
             resumed,
@@ -310,7 +312,7 @@ impl VakMcp {
         ) {
             Prepared::Plain(channel) => (None, Arc::new(channel)),
             Prepared::Round(round, at) => {
-                proposal.round = Some(at);
+                proposal.round = at;
                 if round.replay.session() != session.id() {
                     session = session
                         .host()
