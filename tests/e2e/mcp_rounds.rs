@@ -490,3 +490,65 @@ async fn the_rounds_of_one_call_are_charged_to_one_session() {
     asked(&again);
     child.kill().await.ok();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rounds_cross_nodes_that_share_a_signing_key_and_no_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("host.key");
+    let made = std::process::Command::new(vak_tests::vak_binary())
+        .args(["keygen", key.to_str().unwrap()])
+        .output()
+        .expect("vak keygen");
+    assert!(made.status.success(), "{made:?}");
+    // Three nodes: two given the same key, one with a key of its own.
+    let mut nodes = Vec::new();
+    for (name, shared) in [("a", true), ("b", true), ("c", false)] {
+        let node = dir.path().join(name);
+        let mut cmd = serve_command(
+            &node,
+            &[("elicitation", guest(guests::CONF_ELICITATION))],
+            POLICY,
+            &[],
+            std::process::Stdio::null(),
+        );
+        if shared {
+            cmd.env("VAK_SIGNING_KEY_FILE", &key);
+        }
+        nodes.push(spawn_http(cmd).await);
+    }
+    let mut a = HttpMcp::new(&nodes[0].1);
+    let mut b = HttpMcp::new(&nodes[1].1);
+    let mut c = HttpMcp::new(&nodes[2].1);
+    let args = json!({ "message": "Who are you?" });
+    let first = call(&mut a, "test_elicitation", args.clone(), None).await;
+    let (key1, _, state) = asked(&first);
+    let answer = json!({ key1.as_str(): { "action": "accept",
+        "content": { "username": "ada", "email": "ada@example.org" } } });
+    // The node with another key refuses the state as not its own.
+    let foreign = call(
+        &mut c,
+        "test_elicitation",
+        args.clone(),
+        Some((answer.clone(), &state)),
+    )
+    .await;
+    assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+    assert!(
+        foreign["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not issued by this host")),
+        "{foreign}"
+    );
+    // A node with the same key takes the next round.
+    let done = call(&mut b, "test_elicitation", args, Some((answer, &state))).await;
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    let r = record(&dir.path().join("b"), &call_id(&done));
+    assert_eq!(
+        r["round"]["previous_call_id"],
+        json!(call_id(&first)),
+        "{r}"
+    );
+    for (mut child, _) in nodes {
+        child.kill().await.ok();
+    }
+}
