@@ -47,28 +47,9 @@ fn python_sdk_lists_and_calls_every_bundled_tool_in_both_eras() {
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 }
 
-/// The conformance tools get what they claim, and nothing else.
-const CONFORMANCE_POLICY: &str = r#"
-[tools.test_simple_text]
-[tools.test_error_handling]
-[tools.test_tool_with_progress]
-[tools.test_image_content]
-[tools.test_audio_content]
-[tools.test_embedded_resource]
-[tools.test_multiple_content_types]
-[tools.test_tool_with_logging]
-capabilities.log = {}
-[tools.test_sampling]
-capabilities.client = { requests = ["sampling"] }
-[tools.test_elicitation]
-capabilities.client = { requests = ["elicitation"] }
-[tools.test_elicitation_sep1034_defaults]
-capabilities.client = { requests = ["elicitation"] }
-[tools.test_elicitation_sep1330_enums]
-capabilities.client = { requests = ["elicitation"] }
-[tools.clock]
-capabilities.clock = { zones = ["*"] }
-"#;
+/// The conformance tools' policy (each gets what it claims, and nothing else), kept as a file
+/// beside the expected failures so that anyone can serve exactly what the suite tests.
+const CONFORMANCE_POLICY: &str = include_str!("../clients/conformance-policy.toml");
 
 #[tokio::test(flavor = "multi_thread")]
 async fn official_conformance_suite_passes_every_tool_scenario() {
@@ -164,22 +145,6 @@ fn scenario_checks(results: &Path, scenario: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// The conformance tools of the input-required (SEP-2322) scenarios, under their policy.
-const INPUT_REQUIRED_POLICY: &str = r#"
-[tools.test_input_required_result_elicitation]
-capabilities.client = { requests = ["elicitation"] }
-[tools.test_input_required_result_sampling]
-capabilities.client = { requests = ["sampling"] }
-[tools.test_input_required_result_request_state]
-capabilities.client = { requests = ["elicitation"] }
-[tools.test_input_required_result_multi_round]
-capabilities.client = { requests = ["elicitation"] }
-[tools.test_input_required_result_tampered_state]
-capabilities.client = { requests = ["elicitation"] }
-[tools.test_input_required_result_capabilities]
-capabilities.client = { requests = ["elicitation", "sampling"] }
-"#;
-
 /// The 2026-07-28 `input-required-result-*` scenarios of the suite's prerelease
 /// (`conformance-next`, 0.2.0-alpha.12), one by one against `vak serve --http`: every scenario
 /// passes but those that ask for what vak does not do, each failing by exactly the check named.
@@ -201,7 +166,7 @@ async fn conformance_next_input_required_scenarios_pass() {
             ("ir_tampered", guest(guests::CONF_IR_TAMPERED)),
             ("ir_capabilities", guest(guests::CONF_IR_CAPABILITIES)),
         ],
-        INPUT_REQUIRED_POLICY,
+        CONFORMANCE_POLICY,
         &[],
         std::process::Stdio::null(),
     );
