@@ -260,12 +260,12 @@ impl VakMcp {
 
     async fn run_call(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
         // MCP lets a call without arguments omit them: that is the empty object, not a repair.
-        let arguments = serde_json::Value::Object(request.arguments.clone().unwrap_or_default());
+        let arguments = serde_json::Value::Object(request.arguments.take().unwrap_or_default());
         let mut proposal = Proposal::new(name.clone(), arguments.to_string()).from_provider("mcp");
         proposal.renderer = crate::projection::RendererCaps::markdown();
         // A request may name the budget session it belongs to (what an earlier result's `_meta`

@@ -10,12 +10,14 @@
 //!
 //! The state is sealed by the host (HMAC-SHA256, rmcp's [`RequestStateCodec`], with a key
 //! derived from the host's signing key): it binds the tool, the principal, the arguments' digest,
-//! the grant's digest, the round, the call of that round, every answer so far with a digest of
-//! the question it answers, and an expiry. A state that fails any of these is refused.
+//! the grant's digest, the round, the call of that round, the budget session every round is
+//! charged to, every answer so far with a digest of the question it answers, and an expiry. A
+//! state that fails any of these is refused.
 //!
 //! Only a tool whose grant changes nothing outside the call is run again (no write root, no
-//! `http` method beyond GET and HEAD, no child run of a tool that could): re-running a write or
-//! a POST would repeat it. Such a tool's requests to a stateless client are refused as before.
+//! `http` method beyond GET and HEAD, no child run of a tool that could), and none that asks for
+//! approvals: re-running a write or a POST would repeat it. Such a tool's requests to a
+//! stateless client are refused as before.
 
 use super::client::{McpChannel, completion_text};
 use crate::capabilities::client::{
