@@ -33,6 +33,12 @@ fn main() {
             "vak-guest-conf-elicitation-defaults",
         ),
         ("conf_elicitation_enums", "vak-guest-conf-elicitation-enums"),
+        ("conf_ir_elicitation", "vak-guest-conf-ir-elicitation"),
+        ("conf_ir_sampling", "vak-guest-conf-ir-sampling"),
+        ("conf_ir_request_state", "vak-guest-conf-ir-request-state"),
+        ("conf_ir_multi_round", "vak-guest-conf-ir-multi-round"),
+        ("conf_ir_tampered", "vak-guest-conf-ir-tampered"),
+        ("conf_ir_capabilities", "vak-guest-conf-ir-capabilities"),
     ];
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let dir = out.join("guests");

@@ -47,28 +47,9 @@ fn python_sdk_lists_and_calls_every_bundled_tool_in_both_eras() {
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 }
 
-/// The conformance tools get what they claim, and nothing else.
-const CONFORMANCE_POLICY: &str = r#"
-[tools.test_simple_text]
-[tools.test_error_handling]
-[tools.test_tool_with_progress]
-[tools.test_image_content]
-[tools.test_audio_content]
-[tools.test_embedded_resource]
-[tools.test_multiple_content_types]
-[tools.test_tool_with_logging]
-capabilities.log = {}
-[tools.test_sampling]
-capabilities.client = { requests = ["sampling"] }
-[tools.test_elicitation]
-capabilities.client = { requests = ["elicitation"] }
-[tools.test_elicitation_sep1034_defaults]
-capabilities.client = { requests = ["elicitation"] }
-[tools.test_elicitation_sep1330_enums]
-capabilities.client = { requests = ["elicitation"] }
-[tools.clock]
-capabilities.clock = { zones = ["*"] }
-"#;
+/// The conformance tools' policy (each gets what it claims, and nothing else), kept as a file
+/// beside the expected failures so that anyone can serve exactly what the suite tests.
+const CONFORMANCE_POLICY: &str = include_str!("../clients/conformance-policy.toml");
 
 #[tokio::test(flavor = "multi_thread")]
 async fn official_conformance_suite_passes_every_tool_scenario() {
@@ -162,4 +143,94 @@ fn scenario_checks(results: &Path, scenario: &str) -> Vec<serde_json::Value> {
         .filter_map(|t| serde_json::from_str::<Vec<serde_json::Value>>(&t).ok())
         .flatten()
         .collect()
+}
+
+/// The 2026-07-28 `input-required-result-*` scenarios of the suite's prerelease
+/// (`conformance-next`, 0.2.0-alpha.12), one by one against `vak serve --http`: every scenario
+/// passes but those that ask for what vak does not do, each failing by exactly the check named.
+#[tokio::test(flavor = "multi_thread")]
+async fn conformance_next_input_required_scenarios_pass() {
+    let node = clients().join("node_modules/.bin/node");
+    let suite = clients().join("node_modules/conformance-next/dist/index.js");
+    if !node.is_file() || !suite.is_file() {
+        return skip("the MCP conformance suite's prerelease (conformance-next, with Node 26)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = serve_command(
+        dir.path(),
+        &[
+            ("ir_elicitation", guest(guests::CONF_IR_ELICITATION)),
+            ("ir_sampling", guest(guests::CONF_IR_SAMPLING)),
+            ("ir_request_state", guest(guests::CONF_IR_REQUEST_STATE)),
+            ("ir_multi_round", guest(guests::CONF_IR_MULTI_ROUND)),
+            ("ir_tampered", guest(guests::CONF_IR_TAMPERED)),
+            ("ir_capabilities", guest(guests::CONF_IR_CAPABILITIES)),
+        ],
+        CONFORMANCE_POLICY,
+        &[],
+        std::process::Stdio::null(),
+    );
+    let (mut server, url) = spawn_http(cmd).await;
+    // What vak does not do, and the one check each such scenario fails by.
+    let not_done = [
+        // The key of an input request is vak's (`elicitation-1`): a tool cannot name it
+        // (`user_name`).
+        ("basic-elicitation", "sep-2322-elicitation-incomplete"),
+        // No `roots/list` requests.
+        ("basic-list-roots", "sep-2322-list-roots-incomplete"),
+        // One question per round (a tool asks one at a time), and no roots.
+        (
+            "multiple-input-requests",
+            "sep-2322-multiple-inputs-incomplete",
+        ),
+        // No prompts.
+        ("non-tool-request", "sep-2322-non-tool-incomplete"),
+    ];
+    let passing = [
+        "basic-sampling",
+        "request-state",
+        "multi-round",
+        "missing-input-response",
+        "result-type",
+        "unsupported-methods",
+        "tampered-state",
+        "capability-check",
+        "ignore-extra-params",
+        "validate-input",
+    ];
+    let results = dir.path().join("results");
+    let (mut passed, mut total) = (0, 0);
+    for scenario in passing
+        .iter()
+        .copied()
+        .chain(not_done.iter().map(|(s, _)| *s))
+    {
+        let scenario = format!("input-required-result-{scenario}");
+        let out = tokio::process::Command::new(&node)
+            .arg(&suite)
+            .args(["server", "--url", &url, "--scenario", &scenario])
+            .args(["--spec-version", "2026-07-28", "-o"])
+            .arg(&results)
+            .output()
+            .await
+            .expect("run the conformance suite");
+        println!("{}", String::from_utf8_lossy(&out.stdout));
+        let checks = scenario_checks(&results, &scenario);
+        assert!(!checks.is_empty(), "scenario {scenario} ran no check");
+        let failed: Vec<&str> = checks
+            .iter()
+            .filter(|c| c["status"] == "FAILURE")
+            .filter_map(|c| c["id"].as_str())
+            .collect();
+        let expected: Vec<&str> = not_done
+            .iter()
+            .filter(|(s, _)| scenario.ends_with(s))
+            .map(|(_, check)| *check)
+            .collect();
+        assert_eq!(failed, expected, "{scenario}: {checks:?}");
+        total += checks.len();
+        passed += checks.iter().filter(|c| c["status"] != "FAILURE").count();
+    }
+    println!("input-required-result-* scenarios: {passed} of {total} checks pass");
+    server.kill().await.ok();
 }

@@ -139,6 +139,16 @@ pub struct ApprovalEntry {
     pub waited_ms: u64,
 }
 
+/// A call's place among the rounds of one logical call (MCP 2026-07-28 input-required
+/// rounds): the tool runs afresh each round, answered from what the client sent before.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Round {
+    /// 1 for the first request; each retry with the client's answers is one more.
+    pub round: u32,
+    /// The call of the round before this one (`None` in round 1).
+    pub previous_call_id: Option<String>,
+}
+
 /// Where a record went in the journal: the call's answer to "is this on record?".
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct JournalPlace {
@@ -222,6 +232,10 @@ pub struct CallRecord {
     /// principal), who answered, when, and what. Empty (and absent) when none was needed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<ApprovalEntry>,
+    /// For a call answered over several rounds: which round this record is, and the record of
+    /// the round before. Absent for a call of one request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<Round>,
     /// The host's signature over everything above (see `signing`).
     pub signature: Option<RecordSignature>,
     /// Where the record went in the journal (not part of the record itself, nor of its JSON).
@@ -264,6 +278,7 @@ impl CallRecord {
             signature: None,
             redacted: Vec::new(),
             approvals: Vec::new(),
+            round: None,
             journaled: None,
         }
     }

@@ -64,6 +64,7 @@ impl ChildRunner for ChildLink {
                 defect: None,
                 requirements: Vec::new(),
                 renderer: crate::projection::RendererCaps::markdown(),
+                round: None,
             };
             let cap = ChildCap {
                 parent_depth: self.depth,

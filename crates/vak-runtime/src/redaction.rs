@@ -66,6 +66,7 @@ fn redaction_failed(
     bare.received_at = std::mem::take(&mut record.received_at);
     bare.session_id = std::mem::take(&mut record.session_id);
     bare.parent_call_id = record.parent_call_id.take();
+    bare.round = record.round.take();
     bare.depth = record.depth;
     bare.status = record.status;
     bare.stage = record.stage;

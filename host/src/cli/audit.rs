@@ -36,7 +36,8 @@ pub(super) struct AuditArgs {
 enum AuditCommand {
     /// The complete record of one call, by vak's call id or the provider's (every call that has
     /// it, when several do), checked: its hash, its links in its chain, its signature. Exit
-    /// status 1, with a warning, when it does not check out.
+    /// status 1, with a warning, when it does not check out. For a round of a call answered over
+    /// MCP input-required rounds, the rounds up to it follow on stderr.
     Show { call_id: String },
     /// Check every hash chain and every entry's signature; name the chain and place of the
     /// first bad entry, count the calls interrupted (started, their process gone without their
@@ -182,7 +183,9 @@ async fn show(store: &vak_host::Store, call_id: &str) -> ExitCode {
                 .map(|v| render::json(&v))
                 .unwrap_or_else(|_| shown.text.clone());
             say!("{pretty}");
-            shown_verdict(shown)
+            let verdict = shown_verdict(shown);
+            rounds(store, &shown.text).await;
+            verdict
         }
         Ok(found) => {
             // A provider's call id (a model's choice) named several calls: every one of
@@ -215,6 +218,63 @@ async fn show(store: &vak_host::Store, call_id: &str) -> ExitCode {
             code
         }
         Err(e) => usage_error(e),
+    }
+}
+
+/// For a round of a call answered over MCP input-required rounds: the rounds up to it, each
+/// from its own entry (checked), with what it asked; on stderr, after the record.
+async fn rounds(store: &vak_host::Store, text: &str) {
+    use render::neutralise_line as field;
+    let Ok(record) = serde_json::from_str::<serde_json::Value>(text) else {
+        return;
+    };
+    if record["round"].is_null() {
+        return;
+    }
+    let mut chain = vec![record];
+    // Each round names the one before; a call has at most a few dozen.
+    while chain.len() < 64 {
+        let Some(previous) = chain[chain.len() - 1]["round"]["previous_call_id"].as_str() else {
+            break;
+        };
+        let earlier = match store.show(previous).await {
+            Ok(found) if found.len() == 1 && found[0].check.is_ok() => {
+                serde_json::from_str::<serde_json::Value>(&found[0].text).ok()
+            }
+            _ => None,
+        };
+        let Some(earlier) = earlier else {
+            say_err!(
+                "vak: the round before, call {}, is not in the journal (or does not check out)",
+                field(previous)
+            );
+            break;
+        };
+        chain.push(earlier);
+    }
+    chain.reverse();
+    say_err!("vak: a call answered over input-required rounds; its rounds so far:");
+    for r in &chain {
+        let text = |v: &serde_json::Value| field(v.as_str().unwrap_or("-"));
+        let asked = match r["error"]["details"]["asked"].as_str() {
+            Some(key) => format!(", asked {}", field(key)),
+            None => String::new(),
+        };
+        let answers = r["receipts"].as_array().map_or(0, |all| {
+            all.iter()
+                .filter(|x| x["capability"] == "client" && x["ok"] == true)
+                .count()
+        });
+        let ended = match r["error"]["kind"].as_str() {
+            Some(kind) => format!("{} ({})", text(&r["status"]), field(kind)),
+            None => text(&r["status"]),
+        };
+        say_err!(
+            "  round {:<3} {}  {ended}{asked}, {answers} answer{} from the client",
+            r["round"]["round"].as_u64().unwrap_or(0),
+            text(&r["call_id"]),
+            if answers == 1 { "" } else { "s" },
+        );
     }
 }
 

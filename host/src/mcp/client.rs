@@ -3,9 +3,9 @@
 //! elicitation requests become `sampling/createMessage` and `elicitation/create` requests to
 //! the client, when it declared that it answers them.
 //!
-//! Only the handshake era has a way back to the client in the middle of a call. A stateless
-//! 2026-07-28 request gets a typed refusal for sampling and elicitation (that revision replaces
-//! them with `input_required` results, which vak does not send yet); its per-request log level
+//! Only the handshake era has a way back to the client in the middle of a call. A 2026-07-28
+//! request's sampling and elicitation go through input-required rounds instead (`super::rounds`,
+//! which keeps this channel for log lines); its per-request log level
 //! (`io.modelcontextprotocol/logLevel` in `_meta`) is honoured.
 // Sampling and logging are deprecated by SEP-2577 for the 2026-07-28 revision, and still part of
 // the 2025-11-25 one that clients speak today.
@@ -47,23 +47,28 @@ fn mcp_level(level: LogLevel) -> LoggingLevel {
 pub(crate) struct McpChannel {
     peer: Peer<RoleServer>,
     level: Option<LogLevel>,
+    /// The request speaks a revision without server requests during a call (2026-07-28).
+    stateless: bool,
     /// Log lines, in order, to the task that sends them (see [`McpChannel::new`]).
     logs: Option<mpsc::UnboundedSender<(LogLevel, String)>>,
 }
 
 impl McpChannel {
     /// A channel to `peer` forwarding lines of `level` and above for tool `tool`; the returned
-    /// task sends them in order and ends once the channel is dropped and every line is out.
+    /// task sends them in order and ends once the channel is dropped and every line is out. A
+    /// `stateless` request's channel asks the client nothing.
     pub(crate) fn new(
         peer: Peer<RoleServer>,
         level: Option<LogLevel>,
         tool: &str,
+        stateless: bool,
     ) -> (McpChannel, Option<tokio::task::JoinHandle<()>>) {
         let Some(level) = level else {
             return (
                 McpChannel {
                     peer,
                     level: None,
+                    stateless,
                     logs: None,
                 },
                 None,
@@ -92,15 +97,22 @@ impl McpChannel {
             McpChannel {
                 peer,
                 level: Some(level),
+                stateless,
                 logs: Some(tx),
             },
             Some(task),
         )
     }
 
+    /// Whether the request speaks a revision without server requests during a call.
+    pub(crate) fn stateless(&self) -> bool {
+        self.stateless
+    }
+
     /// Whether the client declared `what` (`sampling`, `elicitation`) at its handshake.
     fn declared(&self, what: &'static str) -> Result<(), ClientError> {
-        let Some(info) = self.peer.peer_info() else {
+        let info = self.peer.peer_info().filter(|_| !self.stateless);
+        let Some(info) = info else {
             return Err(ClientError::Unavailable(
                 "this request came without a handshake (MCP 2026-07-28), which allows no requests \
                  from the server during a call"
@@ -213,7 +225,7 @@ impl ClientChannel for McpChannel {
 }
 
 /// The text of a completion: one text block, or the text blocks of a list of them.
-fn completion_text(content: &Value) -> Result<String, ClientError> {
+pub(super) fn completion_text(content: &Value) -> Result<String, ClientError> {
     let blocks: Vec<&Value> = match content {
         Value::Array(items) => items.iter().collect(),
         other => vec![other],

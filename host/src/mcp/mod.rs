@@ -18,6 +18,7 @@
 mod client;
 pub mod http;
 mod result;
+mod rounds;
 pub mod stdio;
 mod tools;
 
@@ -107,6 +108,23 @@ pub struct VakMcp {
     catalog: Catalog,
     /// The level `logging/setLevel` asked for on this connection (`None`: no log notifications).
     log_level: Arc<std::sync::Mutex<Option<crate::capabilities::client::LogLevel>>>,
+    /// The sealing of input-required rounds' states.
+    rounds: rounds::Rounds,
+}
+
+/// How a `tools/call` meets the client: over its connection, in a round, or not at all (a
+/// `requestState` refused).
+enum Prepared {
+    Plain(client::McpChannel),
+    /// A round, and its place among the call's rounds (none for a tool that is not run again).
+    Round(RoundOf, Option<vak_core::record::Round>),
+    Refused(rounds::StateRefused, client::McpChannel),
+}
+
+/// A stateless request's round: what its state is bound to, and its client.
+struct RoundOf {
+    binding: rounds::Binding,
+    replay: Arc<rounds::Replay>,
 }
 
 impl VakMcp {
@@ -116,6 +134,7 @@ impl VakMcp {
             session: host.session(principal),
             catalog,
             log_level: Arc::default(),
+            rounds: rounds::Rounds::of(host),
         }
     }
 
@@ -124,22 +143,134 @@ impl VakMcp {
         &self.session
     }
 
+    /// The round of a stateless (2026-07-28) request of a tool granted `client` requests; a
+    /// request of another era, or of another tool, meets the client as before.
+    fn round_of(
+        &self,
+        request: &CallToolRequestParams,
+        arguments: &serde_json::Value,
+        context: &RequestContext<RoleServer>,
+        logs: client::McpChannel,
+        cancel: &tokio_util::sync::CancellationToken,
+        (session, call_id): (&Session, &str),
+    ) -> Prepared {
+        let stateless = logs.stateless();
+        let host = self.session.host();
+        let Some(tool) = host.tool(&request.name).filter(|_| stateless) else {
+            return Prepared::Plain(logs);
+        };
+        let asks_client = tool
+            .grant
+            .capabilities
+            .contains_key(&crate::capabilities::Capability::Client);
+        if !asks_client && request.request_state.is_none() {
+            return Prepared::Plain(logs);
+        }
+        let binding = rounds::Binding {
+            tool: tool.name().to_string(),
+            principal: self.session.principal().map(str::to_string),
+            arguments_sha256: rounds::canonical_sha256(arguments),
+            grant_sha256: host.grant_digest(tool),
+        };
+        let lookup = |name: &str| host.tool(name);
+        let not_replayable = if tool.grant.asks() {
+            // An approval's question goes through the same channel, before the tool runs.
+            Some(format!(
+                "tool `{}` asks for approvals, which vak does not put in input-required rounds \
+                 yet: call it in a session (the 2025-11-25 handshake), where the client is asked \
+                 during the call",
+                tool.name()
+            ))
+        } else if !tools::Hints::of(tool, &lookup).read_only {
+            Some(format!(
+                "tool `{}` may change things outside the call (a write root, an http method \
+                 beyond GET, or a child run of such a tool), which running it again for each \
+                 input-required round would repeat; vak asks the client in rounds only for \
+                 tools without such effects: call it in a session (the 2025-11-25 handshake), \
+                 where the client is asked during the call",
+                tool.name()
+            ))
+        } else {
+            None
+        };
+        // Every round of one call is charged to one session: the one a request names, else one
+        // named after the first round's call, sealed in the state so that a retry cannot start
+        // afresh with a budget of its own. A tool that is not run again has no rounds.
+        let named = context.meta.get(SESSION_META).is_some();
+        let resumed = match &request.request_state {
+            None if named || not_replayable.is_some() => {
+                rounds::Resumed::first(session.id().to_string())
+            }
+            None => rounds::Resumed::first(format!("rounds:{call_id}")),
+            Some(state) => {
+                match self
+                    .rounds
+                    .open(state, &binding, request.input_responses.as_ref())
+                {
+                    Ok(resumed) if named && resumed.session != session.id() => {
+                        let refused = rounds::StateRefused::OtherBinding { what: "session" };
+                        return Prepared::Refused(refused, logs);
+                    }
+                    Ok(resumed) => resumed,
+                    Err(refused) => return Prepared::Refused(refused, logs),
+                }
+            }
+        };
+        let at = not_replayable.is_none().then(|| resumed.record());
+        let replay = rounds::Replay::new(
+            logs,
+            resumed,
+            context.meta.client_capabilities(),
+            not_replayable,
+            cancel.clone(),
+        );
+        Prepared::Round(
+            RoundOf {
+                binding,
+                replay: Arc::new(replay),
+            },
+            at,
+        )
+    }
+
+    /// A request whose `requestState` is refused: its record (refused at the proposal stage, the
+    /// tool never runs), and the JSON-RPC error `-32602` naming it.
+    async fn refuse_state(
+        &self,
+        session: &Session,
+        mut proposal: Proposal,
+        refused: rounds::StateRefused,
+        channel: Arc<client::McpChannel>,
+    ) -> McpError {
+        tracing::warn!(tool = %proposal.tool, reason = %refused, "a requestState was refused");
+        proposal.defect = Some(vak_core::proposal::ProposalError::RequestStateRefused {
+            reason: refused.to_string(),
+        });
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let record = session.call_on_this_task(proposal, cancel, channel).await;
+        McpError::invalid_params(
+            format!("requestState refused: {refused}"),
+            Some(serde_json::json!({
+                "call_id": record.call_id,
+                "kind": "request_state_refused",
+                "journaled": matches!(record.journaled, Some(Ok(_))),
+            })),
+        )
+    }
+
     async fn run_call(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
         // MCP lets a call without arguments omit them: that is the empty object, not a repair.
-        let arguments = match request.arguments {
-            Some(map) => serde_json::Value::Object(map).to_string(),
-            None => "{}".to_string(),
-        };
-        let mut proposal = Proposal::new(name.clone(), arguments).from_provider("mcp");
+        let arguments = serde_json::Value::Object(request.arguments.take().unwrap_or_default());
+        let mut proposal = Proposal::new(name.clone(), arguments.to_string()).from_provider("mcp");
         proposal.renderer = crate::projection::RendererCaps::markdown();
         // A request may name the budget session it belongs to (what an earlier result's `_meta`
         // said): the way a stateless client keeps one budget across requests and nodes.
-        let session = match context.meta.get(SESSION_META) {
+        let mut session = match context.meta.get(SESSION_META) {
             None => self.session.clone(),
             Some(serde_json::Value::String(id)) => self
                 .session
@@ -154,15 +285,50 @@ impl VakMcp {
             }
         };
         // A cancellation from the client stops the guest at once; the record says `cancelled`.
-        let cancel = context.ct.clone();
+        // So does a question put off to the next round (the record says `input_required`).
+        let cancel = context.ct.child_token();
         // The request's own level (2026-07-28 `_meta`) wins over the connection's setLevel.
         let level = context
             .meta
             .log_level()
             .map(client::min_level)
             .or(*self.log_level.lock().unwrap_or_else(|p| p.into_inner()));
-        let (channel, log_task) = client::McpChannel::new(context.peer.clone(), level, &name);
-        let channel: Arc<dyn crate::capabilities::client::ClientChannel> = Arc::new(channel);
+        // 2026-07-28 and later have no handshake and no requests from the server during a call.
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
+        let (channel, log_task) =
+            client::McpChannel::new(context.peer.clone(), level, &name, stateless);
+        let (round, channel): (
+            Option<RoundOf>,
+            Arc<dyn crate::capabilities::client::ClientChannel>,
+        ) = match self.round_of(
+            &request,
+            &arguments,
+            &context,
+            channel,
+            &cancel,
+            (&session, &proposal.call_id),
+        ) {
+            Prepared::Plain(channel) => (None, Arc::new(channel)),
+            Prepared::Round(round, at) => {
+                proposal.round = at;
+                if round.replay.session() != session.id() {
+                    session = session
+                        .host()
+                        .session_named(round.replay.session(), session.principal())
+                        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                }
+                let channel = round.replay.clone();
+                (Some(round), channel)
+            }
+            Prepared::Refused(refused, channel) => {
+                let channel = Arc::new(channel);
+                return Err(self
+                    .refuse_state(&session, proposal, refused, channel)
+                    .await);
+            }
+        };
         // Run here; should this request be dropped (a client gone), the call is finished on a
         // task of its own, and still journals its record.
         let call = crate::FinishOnDrop::new(
@@ -217,6 +383,17 @@ impl VakMcp {
                     "tools": self.catalog.tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>(),
                 })),
             ));
+        }
+        if let Some(round) = &round
+            && record
+                .error
+                .as_ref()
+                .is_some_and(|e| e.kind == "input_required")
+            && let Some(asked) =
+                self.rounds
+                    .input_required(&round.replay, &round.binding, &record.call_id)
+        {
+            return Ok(CallToolResponse::InputRequired(asked));
         }
         let declared_output = self.catalog.with_output.contains(&name);
         let value = call_result(&record, declared_output);

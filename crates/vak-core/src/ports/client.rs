@@ -113,4 +113,11 @@ pub trait ClientChannel: Send + Sync {
         &self,
         request: ElicitRequest,
     ) -> BoxFuture<'static, Result<ElicitReply, ClientError>>;
+
+    /// Whether this channel stopped the call to put a question to the client in a round of its
+    /// own (MCP 2026-07-28 input-required results): what it asks, e.g. `elicitation-2`. The
+    /// call then ends as `input_required`, not as cancelled.
+    fn suspended(&self) -> Option<String> {
+        None
+    }
 }

@@ -35,6 +35,8 @@ pub struct Proposal {
     pub requirements: Vec<crate::outcome::Requirement>,
     /// What the caller's renderer can show (used at the projection stage).
     pub renderer: crate::projection::RendererCaps,
+    /// Which round of a call answered over several rounds this is (kept in the record).
+    pub round: Option<crate::record::Round>,
 }
 
 impl Proposal {
@@ -49,6 +51,7 @@ impl Proposal {
             defect: None,
             requirements: Vec::new(),
             renderer: crate::projection::RendererCaps::markdown(),
+            round: None,
         }
     }
 
@@ -103,6 +106,11 @@ pub enum ProposalError {
     ArgumentsTooDeep { limit: usize },
     #[error("the arguments must be a JSON object, not {found}")]
     ArgumentsNotObject { found: &'static str },
+    /// The state of an earlier round (MCP `requestState`) that came with the request is not one
+    /// this host issued for this call: tampered with, expired, or for another tool, principal,
+    /// grant or arguments.
+    #[error("the request state is refused: {reason}")]
+    RequestStateRefused { reason: String },
 }
 
 impl StageError for ProposalError {
@@ -121,6 +129,7 @@ impl StageError for ProposalError {
             ProposalError::ArgumentsNotJson { .. } => "arguments_not_json",
             ProposalError::ArgumentsTooDeep { .. } => "arguments_too_deep",
             ProposalError::ArgumentsNotObject { .. } => "arguments_not_object",
+            ProposalError::RequestStateRefused { .. } => "request_state_refused",
         }
     }
 

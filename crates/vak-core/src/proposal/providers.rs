@@ -316,6 +316,7 @@ fn read_call(provider: Provider, call: &Value) -> Proposal {
         defect,
         requirements: Vec::new(),
         renderer: crate::projection::RendererCaps::markdown(),
+        round: None,
     }
 }
 

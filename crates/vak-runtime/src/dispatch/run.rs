@@ -45,6 +45,12 @@ pub enum DispatchError {
     InstantiationFailed { message: String },
     #[error("the call was cancelled by its caller and stopped")]
     Cancelled,
+    /// The tool asked the client something that comes back only in the next request (MCP
+    /// 2026-07-28 input-required rounds): stopped, to run again from the start with the answer.
+    #[error(
+        "the tool asked the client for `{asked}`, answered in the next round; stopped until then"
+    )]
+    InputRequired { asked: String },
     #[error("the host is at its limit of {limit} concurrent calls; retry shortly")]
     Busy { limit: u32 },
     #[error("host fault during dispatch: {message}")]
@@ -69,6 +75,7 @@ impl StageError for DispatchError {
             DispatchError::GuestTrapped { .. } => "guest_trapped",
             DispatchError::InstantiationFailed { .. } => "instantiation_failed",
             DispatchError::Cancelled => "cancelled",
+            DispatchError::InputRequired { .. } => "input_required",
             DispatchError::Busy { .. } => "busy",
             DispatchError::HostFault { .. } => "host_fault",
         }
@@ -78,7 +85,12 @@ impl StageError for DispatchError {
     /// cancelled was stopped for no fault of its own; a guest that ran out of a limit or trapped
     /// does the same again.
     fn retryable(&self) -> bool {
-        matches!(self, DispatchError::Busy { .. } | DispatchError::Cancelled)
+        matches!(
+            self,
+            DispatchError::Busy { .. }
+                | DispatchError::Cancelled
+                | DispatchError::InputRequired { .. }
+        )
     }
 
     fn details(&self) -> serde_json::Value {
@@ -94,6 +106,7 @@ impl StageError for DispatchError {
             }
             DispatchError::GuestExited { code } => json!({ "code": code }),
             DispatchError::Busy { limit } => json!({ "limit": limit }),
+            DispatchError::InputRequired { asked } => json!({ "asked": asked }),
             _ => serde_json::Value::Null,
         }
     }
@@ -236,6 +249,10 @@ impl Runtime {
         };
         let outcome = result.map_err(|ending| {
             if cancel.is_cancelled() {
+                // A round ended to ask the client is not a caller's cancellation.
+                if let Some(asked) = state.broker.client.as_ref().and_then(|c| c.suspended()) {
+                    return DispatchError::InputRequired { asked };
+                }
                 // Whatever the guest was doing when it was stopped, the caller stopped it.
                 return DispatchError::Cancelled;
             }

@@ -104,6 +104,7 @@ impl Host {
             &proposal.arguments,
         );
         record.provider_call_id = proposal.provider_call_id.clone();
+        record.round = proposal.round.clone();
         record.session_id = session.id.clone();
         record.principal = session.principal.clone();
         let cap = child.map(|(parent, cap)| {
@@ -541,7 +542,7 @@ impl Host {
 
     /// SHA-256 of `tool`'s grant (as its approvals and its calls' `started` entries name it),
     /// made once at build.
-    fn grant_digest(&self, tool: &AdmittedTool) -> String {
+    pub(crate) fn grant_digest(&self, tool: &AdmittedTool) -> String {
         match self.inner.grant_digests.get(tool.name()) {
             Some(d) => d.clone(),
             None => crate::digest::sha256_hex(format!("{:?}", tool.grant).as_bytes()),

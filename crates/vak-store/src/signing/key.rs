@@ -112,6 +112,20 @@ impl HostKey {
         hex::encode(self.key.verifying_key().as_bytes())
     }
 
+    /// A 32-byte secret for `purpose`, derived from this key (SHA-256 of a domain label, the
+    /// purpose and the seed): the same on every node given the same key file, useless for
+    /// signing, and not the seed.
+    pub(crate) fn derived_secret(&self, purpose: &str) -> Zeroizing<[u8; 32]> {
+        use sha2::{Digest, Sha256};
+        let seed = Zeroizing::new(self.key.to_bytes());
+        let mut h = Sha256::new();
+        h.update(b"vak/host-key/derived/v1\0");
+        h.update(purpose.as_bytes());
+        h.update(b"\0");
+        h.update(seed.as_slice());
+        Zeroizing::new(h.finalize().into())
+    }
+
     /// Sign `record` in place.
     pub fn sign(&self, record: &mut CallRecord) {
         record.signature = None;

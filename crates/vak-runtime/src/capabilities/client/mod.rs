@@ -9,7 +9,8 @@
 //! output: the evidence check refuses to let it back an `observed` or `cited` item.
 //!
 //! Who answers is the embedder's [`ClientChannel`] (a port the approvals use too); `vak serve` gives every MCP call one bound
-//! to its connection. A call without one (the CLI, a stateless MCP request) gets a typed refusal.
+//! to its connection, or, for a stateless 2026-07-28 request, one that answers from the client's
+//! answers of earlier rounds (`mcp::rounds`). A call without one (the CLI) gets a typed refusal.
 
 mod forms;
 pub mod grant;
