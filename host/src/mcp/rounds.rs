@@ -140,7 +140,7 @@ impl Rounds {
     /// States sealed with a key derived from `host`'s signing key: nodes given the same key file
     /// open each other's states.
     pub fn of(host: &crate::Host) -> Rounds {
-        Rounds::from_secret(host.inner_key().derived_secret(KEY_PURPOSE).as_slice())
+        Rounds::from_secret(host.derived_secret(KEY_PURPOSE).as_slice())
     }
 
     /// States sealed with `secret` (32 bytes).

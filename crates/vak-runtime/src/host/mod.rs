@@ -107,6 +107,13 @@ impl Host {
         &self.inner.key
     }
 
+    /// A 32-byte secret for `purpose`, derived from the key that signs this host's records (see
+    /// `HostKey::derived_secret`): the same on every node given the same key file; neither the
+    /// key nor usable for signing. The MCP server seals its `requestState`s with one.
+    pub fn derived_secret(&self, purpose: &str) -> impl std::ops::Deref<Target = [u8; 32]> {
+        self.inner_key().derived_secret(purpose)
+    }
+
     /// The public half of the key that signs this host's records (hex).
     pub fn public_key(&self) -> String {
         self.inner.key.public_hex()

@@ -542,7 +542,7 @@ impl Host {
 
     /// SHA-256 of `tool`'s grant (as its approvals and its calls' `started` entries name it),
     /// made once at build.
-    pub(crate) fn grant_digest(&self, tool: &AdmittedTool) -> String {
+    pub fn grant_digest(&self, tool: &AdmittedTool) -> String {
         match self.inner.grant_digests.get(tool.name()) {
             Some(d) => d.clone(),
             None => crate::digest::sha256_hex(format!("{:?}", tool.grant).as_bytes()),

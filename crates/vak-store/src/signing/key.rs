@@ -115,7 +115,7 @@ impl HostKey {
     /// A 32-byte secret for `purpose`, derived from this key (SHA-256 of a domain label, the
     /// purpose and the seed): the same on every node given the same key file, useless for
     /// signing, and not the seed.
-    pub(crate) fn derived_secret(&self, purpose: &str) -> Zeroizing<[u8; 32]> {
+    pub fn derived_secret(&self, purpose: &str) -> Zeroizing<[u8; 32]> {
         use sha2::{Digest, Sha256};
         let seed = Zeroizing::new(self.key.to_bytes());
         let mut h = Sha256::new();
