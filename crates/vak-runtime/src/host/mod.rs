@@ -45,8 +45,8 @@ struct Inner {
 /// A running vak host. Cheap to clone; calls may run concurrently.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), vak_host::HostError> {
-/// use vak_host::{HostBuilder, Policy, Proposal};
+/// # async fn demo() -> Result<(), vak_runtime::HostError> {
+/// use vak_runtime::{HostBuilder, Policy, Proposal};
 ///
 /// let host = HostBuilder::new()
 ///     .bundled_tools()

@@ -25,9 +25,9 @@ pub(super) struct NamedSessions {
 /// Its ledger is charged with what each call really used; its calls may run concurrently.
 ///
 /// ```no_run
-/// # async fn demo(host: vak_host::Host) {
-/// use vak_host::Proposal;
-/// use vak_host::proposal::providers::parse_document;
+/// # async fn demo(host: vak_runtime::Host) {
+/// use vak_runtime::Proposal;
+/// use vak_runtime::proposal::providers::parse_document;
 ///
 /// let session = host.session(Some("alice"));
 /// // An Anthropic response with two tool_use blocks: one record per call.
