@@ -17,8 +17,8 @@ use crate::capabilities::client::{
 };
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, LoggingLevel,
-    LoggingMessageNotificationParam,
+    CreateMessageRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction,
+    LoggingLevel, LoggingMessageNotificationParam,
 };
 use rmcp::service::{Peer, RoleServer};
 use serde_json::{Value, json};
@@ -159,16 +159,7 @@ impl ClientChannel for McpChannel {
         let peer = self.peer.clone();
         Box::pin(async move {
             checked?;
-            let messages: Vec<Value> = request
-                .messages
-                .iter()
-                .map(|(role, text)| json!({ "role": role, "content": { "type": "text", "text": text } }))
-                .collect();
-            let mut params = json!({ "messages": messages, "maxTokens": request.max_tokens });
-            if let Some(system) = &request.system_prompt {
-                params["systemPrompt"] = json!(system);
-            }
-            let params: CreateMessageRequestParams = serde_json::from_value(params)
+            let params: CreateMessageRequestParams = serde_json::from_value(sample_params(&request))
                 .map_err(|e| ClientError::Failed(format!("cannot build the request: {e}")))?;
             let result = peer
                 .create_message(params)
@@ -176,11 +167,7 @@ impl ClientChannel for McpChannel {
                 .map_err(|e| ClientError::Failed(e.to_string()))?;
             let result = serde_json::to_value(&result)
                 .map_err(|e| ClientError::Failed(format!("cannot read the answer: {e}")))?;
-            Ok(SampleReply {
-                text: completion_text(&result["content"])?,
-                model: result["model"].as_str().unwrap_or_default().to_string(),
-                stop_reason: result["stopReason"].as_str().map(str::to_string),
-            })
+            sample_reply(&result)
         })
     }
 
@@ -192,40 +179,73 @@ impl ClientChannel for McpChannel {
         let peer = self.peer.clone();
         Box::pin(async move {
             checked?;
-            let params: ElicitRequestParams = serde_json::from_value(json!({
-                "mode": "form",
-                "message": request.message,
-                "requestedSchema": request.schema,
-            }))
-            .map_err(|e| ClientError::Failed(format!("the form is not an MCP form: {e}")))?;
+            let params: ElicitRequestParams = serde_json::from_value(elicit_params(&request))
+                .map_err(|e| ClientError::Failed(format!("the form is not an MCP form: {e}")))?;
             let result = peer
                 .create_elicitation(params)
                 .await
                 .map_err(|e| ClientError::Failed(e.to_string()))?;
-            let content = match result.content {
-                None | Some(Value::Null) => None,
-                Some(Value::Object(map)) => Some(map),
-                Some(_) => {
-                    return Err(ClientError::Failed(
-                        "the answers are not a JSON object".into(),
-                    ));
-                }
-            };
-            Ok(ElicitReply {
-                action: match result.action {
-                    ElicitationAction::Accept => ElicitAction::Accept,
-                    ElicitationAction::Decline => ElicitAction::Decline,
-                    // `cancel`, and any action a later revision adds: nothing was agreed to.
-                    _ => ElicitAction::Cancel,
-                },
-                content,
-            })
+            elicit_reply(result)
         })
     }
 }
 
+/// The `sampling/createMessage` parameters of `request` (asked now, or in a round).
+pub(super) fn sample_params(request: &SampleRequest) -> Value {
+    let messages: Vec<Value> = request
+        .messages
+        .iter()
+        .map(|(role, text)| json!({ "role": role, "content": { "type": "text", "text": text } }))
+        .collect();
+    let mut params = json!({ "messages": messages, "maxTokens": request.max_tokens });
+    if let Some(system) = &request.system_prompt {
+        params["systemPrompt"] = json!(system);
+    }
+    params
+}
+
+/// A `CreateMessageResult` (as JSON) as the tool's reply.
+pub(super) fn sample_reply(result: &Value) -> Result<SampleReply, ClientError> {
+    Ok(SampleReply {
+        text: completion_text(&result["content"])?,
+        model: result["model"].as_str().unwrap_or_default().to_string(),
+        stop_reason: result["stopReason"].as_str().map(str::to_string),
+    })
+}
+
+/// The `elicitation/create` parameters (a form) of `request`.
+pub(super) fn elicit_params(request: &ElicitRequest) -> Value {
+    json!({
+        "mode": "form",
+        "message": request.message,
+        "requestedSchema": request.schema,
+    })
+}
+
+/// An elicitation result as the tool's reply.
+pub(super) fn elicit_reply(result: ElicitResult) -> Result<ElicitReply, ClientError> {
+    let content = match result.content {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(map)) => Some(map),
+        Some(_) => {
+            return Err(ClientError::Failed(
+                "the answers are not a JSON object".into(),
+            ));
+        }
+    };
+    Ok(ElicitReply {
+        action: match result.action {
+            ElicitationAction::Accept => ElicitAction::Accept,
+            ElicitationAction::Decline => ElicitAction::Decline,
+            // `cancel`, and any action a later revision adds: nothing was agreed to.
+            _ => ElicitAction::Cancel,
+        },
+        content,
+    })
+}
+
 /// The text of a completion: one text block, or the text blocks of a list of them.
-pub(super) fn completion_text(content: &Value) -> Result<String, ClientError> {
+fn completion_text(content: &Value) -> Result<String, ClientError> {
     let blocks: Vec<&Value> = match content {
         Value::Array(items) => items.iter().collect(),
         other => vec![other],

@@ -19,15 +19,14 @@
 //! approvals: re-running a write or a POST would repeat it. Such a tool's requests to a
 //! stateless client are refused as before.
 
-use super::client::{McpChannel, completion_text};
+use super::client::{McpChannel, elicit_params, elicit_reply, sample_params, sample_reply};
 use crate::capabilities::client::{
-    ClientChannel, ClientError, ElicitAction, ElicitReply, ElicitRequest, LogLevel, SampleReply,
-    SampleRequest,
+    ClientChannel, ClientError, ElicitReply, ElicitRequest, LogLevel, SampleReply, SampleRequest,
 };
 use futures::future::BoxFuture;
 use rmcp::model::{
-    ClientCapabilities, InputRequest, InputRequests, InputRequiredResult, InputResponses,
-    RequestStateCodec, RequestStateError, SealOptions,
+    ClientCapabilities, ElicitResult, InputRequest, InputRequests, InputRequiredResult,
+    InputResponses, RequestStateCodec, RequestStateError, SealOptions,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -370,19 +369,8 @@ impl ClientChannel for Replay {
         &self,
         request: SampleRequest,
     ) -> BoxFuture<'static, Result<SampleReply, ClientError>> {
-        let messages: Vec<Value> = request
-            .messages
-            .iter()
-            .map(
-                |(role, text)| json!({ "role": role, "content": { "type": "text", "text": text } }),
-            )
-            .collect();
-        let mut params = json!({ "messages": messages, "maxTokens": request.max_tokens });
-        if let Some(system) = &request.system_prompt {
-            params["systemPrompt"] = json!(system);
-        }
         answered(
-            self.next("sampling", "sampling/createMessage", params),
+            self.next("sampling", "sampling/createMessage", sample_params(&request)),
             sample_reply,
         )
     }
@@ -391,14 +379,18 @@ impl ClientChannel for Replay {
         &self,
         request: ElicitRequest,
     ) -> BoxFuture<'static, Result<ElicitReply, ClientError>> {
-        let params = json!({
-            "mode": "form",
-            "message": request.message,
-            "requestedSchema": request.schema,
-        });
         answered(
-            self.next("elicitation", "elicitation/create", params),
-            elicit_reply,
+            self.next("elicitation", "elicitation/create", elicit_params(&request)),
+            |answer| {
+                let result: ElicitResult = serde_json::from_value(answer.clone()).map_err(|_| {
+                    ClientError::Failed(
+                        "the answer is not an elicitation result (`action` is accept, decline \
+                         or cancel)"
+                            .into(),
+                    )
+                })?;
+                elicit_reply(result)
+            },
         )
     }
 
@@ -406,40 +398,6 @@ impl ClientChannel for Replay {
         let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         pending.as_ref().map(|(key, _, _)| key.clone())
     }
-}
-
-/// A `CreateMessageResult` the client sent as an answer.
-fn sample_reply(answer: &Value) -> Result<SampleReply, ClientError> {
-    Ok(SampleReply {
-        text: completion_text(&answer["content"])?,
-        model: answer["model"].as_str().unwrap_or_default().to_string(),
-        stop_reason: answer["stopReason"].as_str().map(str::to_string),
-    })
-}
-
-/// An `ElicitResult` the client sent as an answer.
-fn elicit_reply(answer: &Value) -> Result<ElicitReply, ClientError> {
-    let action = match answer["action"].as_str() {
-        Some("accept") => ElicitAction::Accept,
-        Some("decline") => ElicitAction::Decline,
-        Some("cancel") => ElicitAction::Cancel,
-        _ => {
-            return Err(ClientError::Failed(
-                "the answer is not an elicitation result (`action` is accept, decline or cancel)"
-                    .into(),
-            ));
-        }
-    };
-    let content = match answer.get("content") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(map)) => Some(map.clone()),
-        Some(_) => {
-            return Err(ClientError::Failed(
-                "the answers are not a JSON object".into(),
-            ));
-        }
-    };
-    Ok(ElicitReply { action, content })
 }
 
 #[cfg(test)]
