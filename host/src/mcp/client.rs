@@ -17,8 +17,8 @@ use crate::capabilities::client::{
 };
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CreateMessageRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction,
-    LoggingLevel, LoggingMessageNotificationParam,
+    CreateMessageRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction, LoggingLevel,
+    LoggingMessageNotificationParam,
 };
 use rmcp::service::{Peer, RoleServer};
 use serde_json::{Value, json};
@@ -159,8 +159,9 @@ impl ClientChannel for McpChannel {
         let peer = self.peer.clone();
         Box::pin(async move {
             checked?;
-            let params: CreateMessageRequestParams = serde_json::from_value(sample_params(&request))
-                .map_err(|e| ClientError::Failed(format!("cannot build the request: {e}")))?;
+            let params: CreateMessageRequestParams =
+                serde_json::from_value(sample_params(&request))
+                    .map_err(|e| ClientError::Failed(format!("cannot build the request: {e}")))?;
             let result = peer
                 .create_message(params)
                 .await

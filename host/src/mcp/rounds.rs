@@ -370,7 +370,11 @@ impl ClientChannel for Replay {
         request: SampleRequest,
     ) -> BoxFuture<'static, Result<SampleReply, ClientError>> {
         answered(
-            self.next("sampling", "sampling/createMessage", sample_params(&request)),
+            self.next(
+                "sampling",
+                "sampling/createMessage",
+                sample_params(&request),
+            ),
             sample_reply,
         )
     }
@@ -381,16 +385,7 @@ impl ClientChannel for Replay {
     ) -> BoxFuture<'static, Result<ElicitReply, ClientError>> {
         answered(
             self.next("elicitation", "elicitation/create", elicit_params(&request)),
-            |answer| {
-                let result: ElicitResult = serde_json::from_value(answer.clone()).map_err(|_| {
-                    ClientError::Failed(
-                        "the answer is not an elicitation result (`action` is accept, decline \
-                         or cancel)"
-                            .into(),
-                    )
-                })?;
-                elicit_reply(result)
-            },
+            read_elicitation,
         )
     }
 
@@ -398,6 +393,17 @@ impl ClientChannel for Replay {
         let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         pending.as_ref().map(|(key, _, _)| key.clone())
     }
+}
+
+/// An answer the client sent to an elicitation, read as the connection's answers are.
+fn read_elicitation(answer: &Value) -> Result<ElicitReply, ClientError> {
+    let result: ElicitResult = serde_json::from_value(answer.clone()).map_err(|_| {
+        ClientError::Failed(
+            "the answer is not an elicitation result (`action` is accept, decline or cancel)"
+                .into(),
+        )
+    })?;
+    elicit_reply(result)
 }
 
 #[cfg(test)]

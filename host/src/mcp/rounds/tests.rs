@@ -1,4 +1,5 @@
 use super::*;
+use crate::capabilities::client::ElicitAction;
 
 fn binding() -> Binding {
     Binding {
@@ -135,11 +136,12 @@ fn arguments_are_digested_whatever_their_key_order() {
 
 #[test]
 fn answers_are_read_as_mcp_results() {
-    let r = elicit_reply(&json!({ "action": "accept", "content": { "name": "Alice" } })).unwrap();
+    let r =
+        read_elicitation(&json!({ "action": "accept", "content": { "name": "Alice" } })).unwrap();
     assert_eq!(r.action, ElicitAction::Accept);
     assert_eq!(r.content.unwrap()["name"], "Alice");
-    assert!(elicit_reply(&json!({ "action": "maybe" })).is_err());
-    assert!(elicit_reply(&json!({ "action": "accept", "content": [1] })).is_err());
+    assert!(read_elicitation(&json!({ "action": "maybe" })).is_err());
+    assert!(read_elicitation(&json!({ "action": "accept", "content": [1] })).is_err());
     let r = sample_reply(&json!({ "role": "assistant",
         "content": { "type": "text", "text": "Paris" }, "model": "m", "stopReason": "endTurn" }))
     .unwrap();
