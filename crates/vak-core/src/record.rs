@@ -438,6 +438,26 @@ mod tests {
         }
     }
 
+    /// What a client is shown of an item: its own fields and the host's verdict, once each.
+    #[test]
+    fn an_item_is_shown_joined_to_its_verdict() {
+        let made = record(&RendererCaps::markdown());
+        let joined = made.evidence[0].joined();
+        assert_eq!(joined["id"], "a");
+        assert_eq!(joined["note"], "a long note about the first item");
+        assert_eq!(joined["support"], "synthesized");
+        assert_eq!(
+            joined.as_object().unwrap().len(),
+            serde_json::to_value(&made.evidence[0].item)
+                .unwrap()
+                .as_object()
+                .unwrap()
+                .len()
+                + 1,
+            "{joined}"
+        );
+    }
+
     /// A version-1 record (items beside their verdicts, the projection's text kept) reads back
     /// and serializes to the same bytes, so its signature still verifies.
     #[test]

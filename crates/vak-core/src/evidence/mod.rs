@@ -79,14 +79,6 @@ impl StageError for EvidenceError {
     }
 }
 
-/// A key of an item's own JSON (a version-1 record's verdict carries them too).
-fn fields_of_item(key: &str) -> bool {
-    matches!(
-        key,
-        "id" | "kind" | "supports" | "receipt" | "digest" | "derived_from" | "note"
-    )
-}
-
 /// The host's verdict on one item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -134,7 +126,10 @@ impl CheckedEvidence {
         if let (Some(fields), Ok(serde_json::Value::Object(verdict))) =
             (joined.as_object_mut(), serde_json::to_value(self))
         {
-            fields.extend(verdict.into_iter().filter(|(k, _)| !fields_of_item(k)));
+            // A version-1 verdict carries the item's keys again: the item's own are kept.
+            for (key, value) in verdict {
+                fields.entry(key).or_insert(value);
+            }
         }
         joined
     }
