@@ -251,6 +251,20 @@ async fn a_reviewer_reads_the_journal_in_a_browser_safely() {
             "since {since}"
         );
     }
+    // A whole second, as a person types it, takes in the calls received within that second
+    // (stored times carry fractions: compared as text, `…:05Z` once sorted after `…:05.3Z`).
+    let whole_second = edit_at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let from_second = listed(
+        &get(&format!("/calls?since={}", url_encode(&whole_second)))
+            .await
+            .body,
+    );
+    assert!(
+        ids[..4].iter().all(|id| from_second.contains(id)),
+        "since {whole_second}: {from_second:?}"
+    );
+    // And a duration back from now, as `vak audit --since` takes it.
+    assert_eq!(listed(&get("/calls?since=1h").await.body).len(), ids.len());
 
     // Two at a time, following the pager's links: every call once, in order.
     let mut paged = Vec::new();

@@ -33,35 +33,7 @@ pub(super) fn parse_listen_addr(text: &str) -> Result<std::net::SocketAddr, Stri
 /// nine digits of fraction, so that the text order of the journal's `received_at` (jiff's UTC
 /// form, with as many digits as it needs) is the order of time at the same second too.
 pub(super) fn parse_since(text: &str) -> Result<String, String> {
-    let at = match text.parse::<jiff::Timestamp>() {
-        Ok(at) => at,
-        Err(_) => {
-            let (digits, unit) =
-                text.split_at(text.len() - text.chars().last().map_or(0, char::len_utf8));
-            let seconds = match unit {
-                "s" => 1,
-                "m" => 60,
-                "h" => 3_600,
-                "d" => 86_400,
-                "w" => 604_800,
-                _ => 0,
-            };
-            let n = digits
-                .parse::<i64>()
-                .ok()
-                .filter(|n| *n >= 0 && seconds > 0);
-            let Some(back) = n.and_then(|n| n.checked_mul(seconds)) else {
-                return Err(format!(
-                    "`{}` is neither an RFC 3339 time (2026-12-06T10:00:00Z, 2026-12-06T11:00:00+01:00) nor a duration (90s, 30m, 2h, 7d, 2w)",
-                    render::neutralise(text)
-                ));
-            };
-            jiff::Timestamp::now()
-                .checked_sub(jiff::SignedDuration::from_secs(back))
-                .map_err(|_| format!("`{text}` reaches back beyond the earliest time"))?
-        }
-    };
-    Ok(at.strftime("%Y-%m-%dT%H:%M:%S.%9fZ").to_string())
+    vak_host::journal::since(text).map_err(|e| format!("`{}` {e}", render::neutralise(text)))
 }
 
 /// `--state-dir`, else `$VAK_STATE_DIR`, else `$XDG_STATE_HOME/vak`, else `~/.local/state/vak`.

@@ -15,10 +15,10 @@ pub(super) struct AuditArgs {
     tool: Option<String>,
     /// Only this status (`interrupted`: calls started whose process is gone without their
     /// record; `running`: calls started that are running now).
-    #[arg(long, value_parser = ["completed", "tool_error", "refused", "failed", "interrupted", "running"])]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(vak_host::journal::STATUSES))]
     status: Option<String>,
     /// Only calls that ended at this stage.
-    #[arg(long, value_parser = ["proposal", "schema", "permission", "budget", "dispatch", "result", "outcome", "projection"])]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(vak_host::Stage::ALL.map(vak_host::Stage::as_str)))]
     stage: Option<String>,
     /// Only calls made on behalf of this principal.
     #[arg(long = "for-principal")]

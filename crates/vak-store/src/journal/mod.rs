@@ -168,6 +168,17 @@ pub struct Listed {
     pub received_at: String,
 }
 
+/// What [`Filter::status`] may be: a record's status, or `interrupted` (started, its process
+/// gone without its record) and `running` (started, its process alive).
+pub const STATUSES: [&str; 6] = [
+    "completed",
+    "tool_error",
+    "refused",
+    "failed",
+    "interrupted",
+    "running",
+];
+
 /// Filters for [`Journal::list`].
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
@@ -176,9 +187,54 @@ pub struct Filter {
     pub status: Option<String>,
     pub stage: Option<String>,
     pub principal: Option<String>,
-    /// RFC 3339; entries received at or after it.
+    /// RFC 3339 in UTC with nine fractional digits, as [`since`] makes it; entries received at
+    /// or after it.
     pub since: Option<String>,
     pub limit: Option<u32>,
+}
+
+/// Why a text is not a time a list can begin at.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SinceError {
+    #[error(
+        "is neither an RFC 3339 time (2026-12-06T10:00:00Z, 2026-12-06T11:00:00+01:00) nor a \
+         duration (90s, 30m, 2h, 7d, 2w)"
+    )]
+    NotATime,
+    #[error("reaches back beyond the earliest time")]
+    TooFarBack,
+}
+
+/// The [`Filter::since`] of `text`: an RFC 3339 time (with any offset) or a duration back from
+/// now (`90s`, `30m`, `2h`, `7d`, `2w`). Stored times are compared as text, so the instant is
+/// written in UTC with all nine fractional digits: `10:00:00Z` written as is would sort after
+/// `10:00:00.5Z` and leave out the calls of that second.
+pub fn since(text: &str) -> Result<String, SinceError> {
+    let at = match text.parse::<jiff::Timestamp>() {
+        Ok(at) => at,
+        Err(_) => {
+            let (digits, unit) =
+                text.split_at(text.len() - text.chars().last().map_or(0, char::len_utf8));
+            let seconds = match unit {
+                "s" => 1,
+                "m" => 60,
+                "h" => 3_600,
+                "d" => 86_400,
+                "w" => 604_800,
+                _ => 0,
+            };
+            let back = digits
+                .parse::<i64>()
+                .ok()
+                .filter(|n| *n >= 0 && seconds > 0)
+                .and_then(|n| n.checked_mul(seconds))
+                .ok_or(SinceError::NotATime)?;
+            jiff::Timestamp::now()
+                .checked_sub(jiff::SignedDuration::from_secs(back))
+                .map_err(|_| SinceError::TooFarBack)?
+        }
+    };
+    Ok(at.strftime("%Y-%m-%dT%H:%M:%S.%9fZ").to_string())
 }
 
 /// What [`Journal::page`] takes beside a [`Filter`]: filters the terminal list does not offer,

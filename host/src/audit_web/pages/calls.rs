@@ -2,27 +2,9 @@
 //! the indexed `received_at`).
 
 use super::{Page, call_href, param, query_href, shown};
-use crate::journal::{Cursor, Filter, Journal, Page as Query};
+use crate::journal::{Cursor, Filter, Journal, Page as Query, STATUSES};
+use crate::stage::Stage;
 use maud::html;
-
-const STATUSES: [&str; 6] = [
-    "completed",
-    "tool_error",
-    "refused",
-    "failed",
-    "interrupted",
-    "running",
-];
-const STAGES: [&str; 8] = [
-    "proposal",
-    "schema",
-    "permission",
-    "budget",
-    "dispatch",
-    "result",
-    "outcome",
-    "projection",
-];
 
 /// The filters a query carries (the form's fields), in the order the form has them.
 const FIELDS: [&str; 7] = [
@@ -43,7 +25,10 @@ pub fn page(journal: &Journal, query: &[(String, String)]) -> Page {
         return Page::bad_request("Unknown status.");
     }
     let stage = get("stage");
-    if stage.as_deref().is_some_and(|s| !STAGES.contains(&s)) {
+    if stage
+        .as_deref()
+        .is_some_and(|s| !Stage::ALL.iter().any(|st| st.as_str() == s))
+    {
         return Page::bad_request("Unknown stage.");
     }
     let size = match param(query, "size").map(str::parse::<u32>) {
@@ -56,13 +41,11 @@ pub fn page(journal: &Journal, query: &[(String, String)]) -> Page {
             ));
         }
     };
-    // Stored times are UTC (`Z`): a time given with an offset is compared as the same instant.
-    let since = match param(query, "since").map(str::parse::<jiff::Timestamp>) {
+    // As `vak audit --since` reads it: a time with any offset, or a duration back from now.
+    let since = match param(query, "since").map(crate::journal::since) {
         None => None,
-        Some(Ok(t)) => Some(t.to_string()),
-        Some(Err(_)) => {
-            return Page::bad_request("since is a time in RFC 3339 (2026-12-06T10:00:00Z).");
-        }
+        Some(Ok(t)) => Some(t),
+        Some(Err(e)) => return Page::bad_request(&format!("since {e}.")),
     };
     let before = match (param(query, "before_at"), param(query, "before_seq")) {
         (Some(at), Some(seq)) => match seq.parse::<i64>() {
@@ -119,13 +102,13 @@ pub fn page(journal: &Journal, query: &[(String, String)]) -> Page {
             label { "stage "
                 select name="stage" {
                     option value="" { "any" }
-                    @for s in STAGES { option value=(s) selected[value("stage") == s] { (s) } }
+                    @for s in Stage::ALL.map(Stage::as_str) { option value=(s) selected[value("stage") == s] { (s) } }
                 }
             }
             label { "principal " input name="principal" value=(shown(value("principal"))); }
             label { "session " input name="session" value=(shown(value("session"))); }
             label { "call id contains " input name="q" value=(shown(value("q"))); }
-            label { "since " input name="since" placeholder="2026-12-06T10:00:00Z" value=(shown(value("since"))); }
+            label { "since " input name="since" placeholder="2026-12-06T10:00:00Z or 2h" value=(shown(value("since"))); }
             button type="submit" { "Filter" }
             " " a href="/calls" { "clear" }
         }
