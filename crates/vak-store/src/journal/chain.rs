@@ -105,10 +105,9 @@ impl Parsed {
         if text.starts_with(STARTED_PREFIX) {
             serde_json::from_str(text).map(|s| Parsed::Started(Box::new(s)))
         } else {
-            serde_json::from_str(text).map(|mut r: CallRecord| {
-                r.link();
-                Parsed::Record(Box::new(r))
-            })
+            // Not linked (`CallRecord::link`): the chain's checks and the list read only what
+            // the record holds; re-rendering every projection would be work for nothing.
+            serde_json::from_str(text).map(|r| Parsed::Record(Box::new(r)))
         }
     }
 }
