@@ -31,6 +31,7 @@ mod child_runner;
 pub use vak_core::digest;
 pub mod dispatch;
 pub use vak_core::evidence;
+pub mod foreign;
 #[doc(hidden)]
 pub mod fuzzing;
 mod host;
