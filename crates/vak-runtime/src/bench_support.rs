@@ -73,7 +73,7 @@ impl<'a> RawCall<'a> {
 /// never fires.
 pub struct EngineVariantCall {
     engine: wasmtime::Engine,
-    pre: crate::dispatch::bindings::SandboxedToolPre<CallState>,
+    pre: crate::dispatch::Prepared,
     grant: std::sync::Arc<crate::policy::ToolGrant>,
     metering: crate::dispatch::engine::Metering,
     limits: crate::record::Limits,
@@ -110,8 +110,9 @@ impl EngineVariantCall {
         let pre = linker
             .instantiate_pre(&component)
             .map_err(RawCallError::Setup)?;
-        let pre =
-            crate::dispatch::bindings::SandboxedToolPre::new(pre).map_err(RawCallError::Setup)?;
+        let pre = crate::dispatch::Prepared::Tool(
+            crate::dispatch::bindings::SandboxedToolPre::new(pre).map_err(RawCallError::Setup)?,
+        );
         Ok(EngineVariantCall {
             engine,
             pre,
@@ -140,14 +141,20 @@ impl EngineVariantCall {
 /// names armed as the lifecycle arms them.
 async fn fresh_call(
     engine: &wasmtime::Engine,
-    pre: &crate::dispatch::bindings::SandboxedToolPre<CallState>,
+    prepared: &crate::dispatch::Prepared,
     grant: &std::sync::Arc<crate::policy::ToolGrant>,
     metering: crate::dispatch::engine::Metering,
     limits: &crate::record::Limits,
     arguments: &str,
 ) -> Result<(), RawCallError> {
     let broker = Broker::new("bench".into(), Some(grant.clone()));
-    let mut store = Store::new(engine, CallState::new(broker, limits.memory_bytes));
+    let state = match prepared {
+        crate::dispatch::Prepared::Tool(_) => CallState::new(broker, limits.memory_bytes),
+        crate::dispatch::Prepared::Foreign(_) => {
+            CallState::foreign(broker, limits.memory_bytes, grant).map_err(RawCallError::Tool)?
+        }
+    };
+    let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     if metering.fuel {
         store.set_fuel(limits.fuel).map_err(RawCallError::Call)?;
@@ -156,6 +163,24 @@ async fn fresh_call(
         store.set_epoch_deadline(limits.wall_time_ms + 1);
         store.epoch_deadline_trap();
     }
+    let pre = match prepared {
+        crate::dispatch::Prepared::Tool(pre) => pre,
+        crate::dispatch::Prepared::Foreign(function) => {
+            let called = crate::dispatch::foreign::call(
+                function,
+                &mut store,
+                arguments,
+                limits.result_bytes,
+            );
+            return match called.await {
+                Ok(crate::dispatch::GuestReturn::ToolError(e)) => {
+                    Err(RawCallError::Tool(e.message))
+                }
+                Ok(_) => Ok(()),
+                Err(e) => Err(RawCallError::Tool(format!("{e:?}"))),
+            };
+        }
+    };
     let instance = pre
         .instantiate_async(&mut store)
         .await

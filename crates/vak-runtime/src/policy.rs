@@ -96,6 +96,7 @@ struct CapabilitiesFile {
     invoke: Option<invoke::InvokeGrantFile>,
     log: Option<crate::capabilities::log::LogGrantFile>,
     client: Option<client::ClientGrantFile>,
+    environment: Option<crate::capabilities::environment::grant::EnvironmentGrantFile>,
 }
 
 /// A compiled policy.
@@ -199,7 +200,12 @@ impl Policy {
                 let scope = Scope::Requests(client::compile(s).map_err(fail)?);
                 capabilities.insert(Capability::Client, scope);
             }
+            let environment = match sections.environment {
+                Some(s) => crate::capabilities::environment::grant::compile(s).map_err(fail)?,
+                None => Vec::new(),
+            };
             Ok(ToolGrant {
+                environment,
                 tool: name,
                 capabilities,
                 caps: grant.caps.or(*defaults),

@@ -14,6 +14,14 @@ pub enum ResultError {
     ToolError { code: String },
     #[error("the result is {actual} bytes; the call's limit is {limit}")]
     TooLarge { limit: u64, actual: u64 },
+    /// A foreign function's return whose JSON passes the cap: converting it stopped there.
+    #[error(
+        "the result's JSON passes the call's limit of {limit} bytes (converting it stopped there)"
+    )]
+    ValueTooLarge { limit: u64 },
+    /// A foreign function's return that has no JSON form.
+    #[error("the function's return has no JSON form: {reason}")]
+    Unconvertible { reason: String },
     #[error("the payload claims schema `{schema}` but is not JSON: {reason}")]
     PayloadNotJson { schema: String, reason: String },
     #[error("the payload nests arrays and objects {depth} deep; at most {limit} are accepted")]
@@ -44,7 +52,8 @@ impl StageError for ResultError {
     fn kind(&self) -> &'static str {
         match self {
             ResultError::ToolError { .. } => "tool_error",
-            ResultError::TooLarge { .. } => "result_too_large",
+            ResultError::TooLarge { .. } | ResultError::ValueTooLarge { .. } => "result_too_large",
+            ResultError::Unconvertible { .. } => "result_unconvertible",
             ResultError::PayloadNotJson { .. } => "payload_not_json",
             ResultError::PayloadTooDeep { .. } => "payload_too_deep",
             ResultError::BadAttachment { .. } => "bad_attachment",
@@ -55,7 +64,10 @@ impl StageError for ResultError {
         match self {
             ResultError::ToolError { code } => json!({ "code": code }),
             ResultError::TooLarge { limit, actual } => json!({ "limit": limit, "actual": actual }),
-            ResultError::PayloadNotJson { .. } => serde_json::Value::Null,
+            ResultError::ValueTooLarge { limit } => json!({ "limit": limit }),
+            ResultError::PayloadNotJson { .. } | ResultError::Unconvertible { .. } => {
+                serde_json::Value::Null
+            }
             ResultError::PayloadTooDeep { limit, depth } => {
                 json!({ "limit": limit, "depth": depth })
             }

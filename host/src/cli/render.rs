@@ -2,7 +2,7 @@
 //! the cursor, recolour the screen or hide text with escape sequences.
 
 use std::fmt::Write as _;
-use vak_host::admission::ImportClass;
+use vak_host::admission::{FunctionVerdict, ImportClass};
 use vak_host::{CallRecord, Examination, Host, Policy, Status, Verdict};
 
 pub use vak_host::projection::{hidden_or_acting, neutralise, neutralise_line};
@@ -217,7 +217,7 @@ pub fn examination(e: &Examination, policy: &Policy) -> String {
         let class = match &i.class {
             ImportClass::Capability { capability } => format!("capability {}", capability.name()),
             ImportClass::Types => "types".to_string(),
-            ImportClass::Wasi => "wasi, locked down".to_string(),
+            ImportClass::Wasi => "wasi".to_string(),
             ImportClass::Refused => "NOT PROVIDED".to_string(),
         };
         let _ = writeln!(
@@ -230,6 +230,30 @@ pub fn examination(e: &Examination, policy: &Policy) -> String {
     let _ = writeln!(out, "\nexports");
     for x in &e.exports {
         let _ = writeln!(out, "  {}", neutralise_line(x));
+    }
+    if !e.functions.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nfunctions (a component built for another host: each function a tool)"
+        );
+        for f in &e.functions {
+            let verdict = match &f.verdict {
+                FunctionVerdict::Admitted => "served".to_string(),
+                FunctionVerdict::NotInPolicy => "not in the policy (deny by default)".to_string(),
+                FunctionVerdict::Unavailable { reason } => {
+                    format!("unavailable: {}", neutralise_line(reason))
+                }
+                FunctionVerdict::NotGranted { reason } => {
+                    format!("not granted: {}", neutralise_line(reason))
+                }
+            };
+            let _ = writeln!(
+                out,
+                "  {} as tool `{}`: {verdict}",
+                neutralise_line(&f.export),
+                neutralise_line(&f.tool)
+            );
+        }
     }
     if let Some(d) = &e.descriptor {
         let _ = writeln!(out, "\nclaims");

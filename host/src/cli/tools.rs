@@ -18,6 +18,7 @@ pub(super) async fn inspect(host: &Host, target: &str, json: bool) -> ExitCode {
     } else {
         let found = host.examinations().iter().find(|e| {
             e.descriptor.as_ref().is_some_and(|d| d.name == target)
+                || e.functions.iter().any(|f| f.tool == target)
                 || e.source == format!("bundled:{target}")
         });
         match found {

@@ -3,8 +3,12 @@
 //! three sets: the interfaces imported ⊆ the capabilities claimed ⊆ what the policy grants.
 //! Everything built here (compiled component, linker, `InstancePre`, grant) is reused by every call.
 
+mod descriptor;
+mod foreign;
+use descriptor::descriptor_from_wit;
+pub use foreign::{ExportedFunction, FunctionVerdict, MAX_FUNCTIONS};
+
 use crate::bindings::SandboxedToolPre;
-use crate::bindings::vak::tool::types as wit;
 use crate::capabilities::{Broker, Capability};
 use crate::dispatch::linker::{ALLOWED_WASI, ALLOWED_WASI_SEED, GrantSet};
 use crate::dispatch::run::Entry;
@@ -160,7 +164,7 @@ pub enum AdmissionError {
     #[error(transparent)]
     Compile(#[from] CompileError),
     #[error(
-        "the component does not export `{WIT_PACKAGE}/tool@{WIT_ACCEPTS}` (it exports: {exports:?})"
+        "the component exports neither `{WIT_PACKAGE}/tool@{WIT_ACCEPTS}` nor a function (it exports: {exports:?})"
     )]
     NotATool { exports: Vec<String> },
     #[error(
@@ -195,6 +199,9 @@ pub enum AdmissionError {
     },
     #[error("another component already provides a tool named `{tool}`")]
     DuplicateName { tool: String },
+    /// A foreign component none of whose functions is served.
+    #[error("no exported function is served: {}", reasons.join("; "))]
+    NoFunctionServed { reasons: Vec<String> },
 }
 
 impl AdmissionError {
@@ -213,6 +220,7 @@ impl AdmissionError {
             AdmissionError::NotInPolicy { .. } => "not_in_policy",
             AdmissionError::NotGranted { .. } => "not_granted",
             AdmissionError::DuplicateName { .. } => "duplicate_name",
+            AdmissionError::NoFunctionServed { .. } => "no_function_served",
         }
     }
 
@@ -247,6 +255,10 @@ pub struct Examination {
     pub imports: Vec<Import>,
     pub exports: Vec<String>,
     pub descriptor: Option<Descriptor>,
+    /// A foreign component's exported functions (one built for another host), each with the
+    /// tool it is served as or why not; empty for a vak tool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<ExportedFunction>,
     /// Pointers of input-schema keywords the boundary does not enforce.
     pub not_enforced: Vec<String>,
     /// `admitted`, or `refused` with the error.
@@ -282,7 +294,7 @@ pub struct AdmittedTool {
     pub grant: Arc<ToolGrant>,
     /// The input schema, compiled once.
     pub schema: CompiledSchema,
-    pub(crate) pre: SandboxedToolPre<crate::dispatch::state::CallState>,
+    pub(crate) pre: crate::dispatch::Prepared,
 }
 
 impl AdmittedTool {
@@ -292,8 +304,21 @@ impl AdmittedTool {
     }
 }
 
-fn classify(name: &str) -> ImportClass {
+/// What import `name` is, for a vak tool or (`foreign`) a component built for another host.
+fn classify(name: &str, foreign: bool) -> ImportClass {
     let (path, _version) = name.split_once('@').unwrap_or((name, ""));
+    if foreign {
+        let standard = crate::dispatch::linker::FOREIGN_HTTP
+            .iter()
+            .chain([&crate::dispatch::linker::FOREIGN_CONFIG])
+            .any(|(p, _)| *p == path);
+        if standard {
+            return ImportClass::Wasi;
+        }
+        if path.starts_with("vak:tool/") {
+            return ImportClass::Refused;
+        }
+    }
     if let Some(iface) = path.strip_prefix("vak:tool/") {
         if iface == "types" {
             return ImportClass::Types;
@@ -309,14 +334,22 @@ fn classify(name: &str) -> ImportClass {
     }
 }
 
-fn summary(name: &str, class: &ImportClass) -> String {
+fn summary(name: &str, class: &ImportClass, foreign: bool) -> String {
     let path = name.split_once('@').map_or(name, |(p, _)| p);
+    let differs = crate::dispatch::linker::FOREIGN_WASI
+        .iter()
+        .find(|(p, _)| *p == path);
+    if let (true, ImportClass::Wasi, Some((_, said))) = (foreign, class, differs) {
+        return said.to_string();
+    }
     match class {
         ImportClass::Capability { capability } => capability.summary().to_string(),
         ImportClass::Types => "shared types only; no functions".to_string(),
         ImportClass::Wasi => ALLOWED_WASI
             .iter()
             .chain(std::iter::once(&ALLOWED_WASI_SEED))
+            .chain(&crate::dispatch::linker::FOREIGN_HTTP)
+            .chain([&crate::dispatch::linker::FOREIGN_CONFIG])
             .find(|(p, _)| *p == path)
             .map(|(_, s)| s.to_string())
             .unwrap_or_default(),
@@ -333,13 +366,15 @@ fn version_accepted(version: &str) -> bool {
 }
 
 impl Runtime {
-    /// Examine and, if everything checks out, admit the component `bytes` under `policy`.
+    /// Examine and, if everything checks out, admit the component `bytes` under `policy`: a
+    /// vak tool is one tool; a foreign component (built for another host) is a tool per
+    /// exported function the policy names.
     pub(crate) async fn admit(
         &self,
         source: &str,
         bytes: &[u8],
         policy: &Policy,
-    ) -> (Examination, Option<AdmittedTool>) {
+    ) -> (Examination, Vec<AdmittedTool>) {
         let digest = crate::digest::sha256_hex(bytes);
         let mut exam = Examination {
             source: source.to_string(),
@@ -348,6 +383,7 @@ impl Runtime {
             imports: Vec::new(),
             exports: Vec::new(),
             descriptor: None,
+            functions: Vec::new(),
             not_enforced: Vec::new(),
             verdict: Verdict::Refused {
                 stage: ADMISSION_STAGE.to_string(),
@@ -357,46 +393,44 @@ impl Runtime {
             },
             code: None,
         };
-        match self.admit_inner(&mut exam, bytes, policy).await {
-            Ok((descriptor, schema, grant, pre, granted)) => {
-                exam.verdict = Verdict::Admitted {
-                    granted: granted.into_iter().collect(),
-                };
-                let tool = AdmittedTool {
-                    examination: exam.clone(),
-                    descriptor,
-                    schema,
-                    grant,
-                    pre,
-                };
-                (exam, Some(tool))
-            }
+        let admitted = match self.examine_component(&mut exam, bytes).await {
+            Ok((component, None)) => self.admit_foreign(&mut exam, &component, bytes, policy),
+            Ok((component, Some(tool_export))) => self
+                .admit_tool(&mut exam, &component, &tool_export, policy)
+                .await
+                .map(|(descriptor, schema, grant, pre, granted)| {
+                    exam.verdict = Verdict::Admitted {
+                        granted: granted.into_iter().collect(),
+                    };
+                    vec![AdmittedTool {
+                        examination: exam.clone(),
+                        descriptor,
+                        schema,
+                        grant,
+                        pre: crate::dispatch::Prepared::Tool(pre),
+                    }]
+                }),
+            Err(e) => Err(e),
+        };
+        match admitted {
+            Ok(tools) => (exam, tools),
             Err(e) => {
                 exam.verdict = e.verdict();
                 if let Verdict::Refused { kind, reason, .. } = &exam.verdict {
                     tracing::info!(source, kind, reason, "component refused at admission");
                 }
-                (exam, None)
+                (exam, Vec::new())
             }
         }
     }
 
-    #[allow(clippy::type_complexity)]
-    async fn admit_inner(
+    /// Compile the component and read its imports and exports into `exam`; with the name of
+    /// its `vak:tool/tool` export, or `None` for a foreign component.
+    async fn examine_component(
         &self,
         exam: &mut Examination,
         bytes: &[u8],
-        policy: &Policy,
-    ) -> Result<
-        (
-            Descriptor,
-            CompiledSchema,
-            Arc<ToolGrant>,
-            SandboxedToolPre<crate::dispatch::state::CallState>,
-            GrantSet,
-        ),
-        AdmissionError,
-    > {
+    ) -> Result<(wasmtime::component::Component, Option<String>), AdmissionError> {
         let compiled = self.compile_bounded(bytes, &exam.digest).await?;
         exam.code = compiled.figures;
         let component = compiled.component;
@@ -413,36 +447,54 @@ impl Runtime {
                 limit: bounds::MAX_IMPORTS,
             });
         }
+        exam.exports = ty
+            .exports(&self.engine)
+            .map(|(n, _)| shown(n, bounds::MAX_LISTED_BYTES))
+            .collect();
+        let tool_export = ty
+            .exports(&self.engine)
+            .map(|(n, _)| n)
+            .find(|e| e.starts_with("vak:tool/tool@") || *e == "vak:tool/tool")
+            .map(str::to_string);
         for (name, item) in ty.imports(&self.engine) {
             let class = match item.ty {
-                ComponentItem::ComponentInstance(_) => classify(name),
+                ComponentItem::ComponentInstance(_) => classify(name, tool_export.is_none()),
                 // Bare function or resource imports are not part of any interface we provide.
                 _ => ImportClass::Refused,
             };
             exam.imports.push(Import {
                 // What a reviewer reads is bounded; the class was decided on the whole name.
                 name: shown(name, bounds::MAX_LISTED_BYTES),
-                summary: summary(name, &class),
+                summary: summary(name, &class, tool_export.is_none()),
                 class,
             });
         }
-        exam.exports = ty
-            .exports(&self.engine)
-            .map(|(n, _)| shown(n, bounds::MAX_LISTED_BYTES))
-            .collect();
+        Ok((component, tool_export))
+    }
 
-        let tool_export = exam
-            .exports
-            .iter()
-            .find(|e| e.starts_with("vak:tool/tool@") || *e == "vak:tool/tool")
-            .cloned()
-            .ok_or_else(|| AdmissionError::NotATool {
-                exports: listed(exam.exports.iter().cloned()),
-            })?;
+    /// The rest of a vak tool's admission: its version, `describe`, and its claims checked
+    /// against its imports and the policy.
+    #[allow(clippy::type_complexity)]
+    async fn admit_tool(
+        &self,
+        exam: &mut Examination,
+        component: &wasmtime::component::Component,
+        tool_export: &str,
+        policy: &Policy,
+    ) -> Result<
+        (
+            Descriptor,
+            CompiledSchema,
+            Arc<ToolGrant>,
+            SandboxedToolPre<crate::dispatch::state::CallState>,
+            GrantSet,
+        ),
+        AdmissionError,
+    > {
         let version = tool_export.split_once('@').map_or("", |(_, v)| v);
         if !version_accepted(version) {
             return Err(AdmissionError::UnsupportedVersion {
-                found: tool_export.clone(),
+                found: shown(tool_export, bounds::MAX_LISTED_BYTES),
             });
         }
         for import in &exam.imports {
@@ -468,7 +520,7 @@ impl Runtime {
 
         // `describe` runs with every capability linked but none granted: a request is refused.
         let all: GrantSet = Capability::ALL.into_iter().collect();
-        let describe_pre = self.pre_for(&component, &all)?;
+        let describe_pre = crate::dispatch::Prepared::Tool(self.pre_for(component, &all)?);
         let report = self
             .dispatch(
                 &describe_pre,
@@ -540,7 +592,7 @@ impl Runtime {
         }
 
         // Link exactly the claimed (and granted) capabilities.
-        let pre = self.pre_for(&component, &claimed)?;
+        let pre = self.pre_for(component, &claimed)?;
         Ok((descriptor, schema, grant, pre, claimed))
     }
 
@@ -560,118 +612,6 @@ impl Runtime {
             exports: vec![format!("{e:#}")],
         })
     }
-}
-
-/// Check what `describe` returned against [`descriptor_bounds`], then parse it. Every check is
-/// linear in the descriptor's size, and a refusal names the bound, never the text.
-fn descriptor_from_wit(d: wit::Descriptor) -> Result<Descriptor, AdmissionError> {
-    let bad = |what: String| Err(AdmissionError::BadDescriptor(what));
-    let name_ok = !d.name.is_empty()
-        && d.name.len() <= bounds::MAX_NAME_BYTES
-        && d.name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
-    if !name_ok {
-        return bad(format!(
-            "tool name {:?} must be 1-{} characters of a-z, 0-9, '-' and '_'",
-            shown(&d.name, bounds::MAX_NAME_BYTES),
-            bounds::MAX_NAME_BYTES
-        ));
-    }
-    let over = |what: &str, actual: usize, limit: usize| {
-        bad(format!("{what} is {actual}; at most {limit} are admitted"))
-    };
-    if d.description.len() > bounds::MAX_DESCRIPTION_BYTES {
-        return over(
-            "the description's size in bytes",
-            d.description.len(),
-            bounds::MAX_DESCRIPTION_BYTES,
-        );
-    }
-    if d.input_schema.len() > bounds::MAX_SCHEMA_BYTES {
-        return over(
-            "the input schema's size in bytes",
-            d.input_schema.len(),
-            bounds::MAX_SCHEMA_BYTES,
-        );
-    }
-    let depth = crate::proposal::nesting_depth(&d.input_schema);
-    if depth > bounds::MAX_SCHEMA_DEPTH {
-        return over(
-            "the input schema's nesting depth",
-            depth,
-            bounds::MAX_SCHEMA_DEPTH,
-        );
-    }
-    let claims = &d.claims.capabilities;
-    if claims.len() > bounds::MAX_CLAIMS {
-        return over(
-            "the number of claimed capabilities",
-            claims.len(),
-            bounds::MAX_CLAIMS,
-        );
-    }
-    let scopes: usize = claims.iter().map(|c| c.scopes.len()).sum();
-    if scopes > bounds::MAX_SCOPES {
-        return over("the number of claimed scopes", scopes, bounds::MAX_SCOPES);
-    }
-    if let Some(longest) = claims
-        .iter()
-        .flat_map(|c| c.scopes.iter().map(String::len).chain([c.name.len()]))
-        .max()
-        .filter(|&n| n > bounds::MAX_SCOPE_BYTES)
-    {
-        return over(
-            "the longest claimed scope in bytes",
-            longest,
-            bounds::MAX_SCOPE_BYTES,
-        );
-    }
-    if d.payload_schemas.len() > bounds::MAX_PAYLOAD_SCHEMAS {
-        return over(
-            "the number of payload schema ids",
-            d.payload_schemas.len(),
-            bounds::MAX_PAYLOAD_SCHEMAS,
-        );
-    }
-    if let Some(longest) = d
-        .payload_schemas
-        .iter()
-        .map(String::len)
-        .max()
-        .filter(|&n| n > bounds::MAX_PAYLOAD_SCHEMA_ID_BYTES)
-    {
-        return over(
-            "the longest payload schema id in bytes",
-            longest,
-            bounds::MAX_PAYLOAD_SCHEMA_ID_BYTES,
-        );
-    }
-    let input_schema: serde_json::Value = serde_json::from_str(&d.input_schema)
-        .map_err(|e| AdmissionError::BadDescriptor(format!("input schema is not JSON: {e}")))?;
-    Ok(Descriptor {
-        name: d.name,
-        description: d.description,
-        input_schema,
-        payload_schemas: d.payload_schemas,
-        claims: Claims {
-            capabilities: d
-                .claims
-                .capabilities
-                .into_iter()
-                .map(|c| CapabilityClaim {
-                    name: c.name,
-                    scopes: c.scopes,
-                })
-                .collect(),
-            budget: BudgetClaim {
-                fuel: d.claims.budget.fuel,
-                memory_bytes: d.claims.budget.memory_bytes,
-                wall_time_ms: d.claims.budget.wall_time_ms,
-                result_bytes: d.claims.budget.result_bytes,
-            },
-        },
-    })
 }
 
 #[cfg(test)]

@@ -1,20 +1,46 @@
 use super::*;
+use crate::bindings::vak::tool::types as wit;
 
 #[test]
 fn imports_are_classified_by_interface() {
+    let tool = |name| classify(name, false);
     assert_eq!(
-        classify("vak:tool/clock@0.2.0"),
+        tool("vak:tool/clock@0.2.0"),
         ImportClass::Capability {
             capability: Capability::Clock
         }
     );
-    assert_eq!(classify("vak:tool/types@0.2.0"), ImportClass::Types);
-    assert_eq!(classify("vak:tool/sockets@0.2.0"), ImportClass::Refused);
-    assert_eq!(classify("wasi:cli/stdout@0.2.6"), ImportClass::Wasi);
-    assert_eq!(classify("wasi:sockets/tcp@0.2.6"), ImportClass::Refused);
+    assert_eq!(tool("vak:tool/types@0.2.0"), ImportClass::Types);
+    assert_eq!(tool("vak:tool/sockets@0.2.0"), ImportClass::Refused);
+    assert_eq!(tool("wasi:cli/stdout@0.2.6"), ImportClass::Wasi);
+    assert_eq!(tool("wasi:sockets/tcp@0.2.6"), ImportClass::Refused);
+    // A vak tool fetches through `vak:tool/http`, never the standard interface.
     assert_eq!(
-        classify("wasi:http/outgoing-handler@0.2.6"),
+        tool("wasi:http/outgoing-handler@0.2.6"),
         ImportClass::Refused
+    );
+    assert_eq!(tool("wasi:config/store@0.2.0-draft"), ImportClass::Refused);
+}
+
+#[test]
+fn a_foreign_component_may_import_http_and_config_and_nothing_of_vak() {
+    let foreign = |name| classify(name, true);
+    assert_eq!(
+        foreign("wasi:http/outgoing-handler@0.2.0"),
+        ImportClass::Wasi
+    );
+    assert_eq!(foreign("wasi:http/types@0.2.6"), ImportClass::Wasi);
+    assert_eq!(foreign("wasi:config/store@0.2.0-draft"), ImportClass::Wasi);
+    assert_eq!(foreign("wasi:cli/stdout@0.2.6"), ImportClass::Wasi);
+    assert_eq!(foreign("wasi:sockets/tcp@0.2.6"), ImportClass::Refused);
+    assert_eq!(foreign("vak:tool/clock@0.2.0"), ImportClass::Refused);
+    assert!(
+        summary("wasi:filesystem/preopens@0.2.0", &ImportClass::Wasi, true)
+            .contains("workspace roots")
+    );
+    assert!(
+        summary("wasi:filesystem/preopens@0.2.0", &ImportClass::Wasi, false)
+            .contains("no preopened")
     );
 }
 

@@ -137,6 +137,27 @@ impl Broker {
         self
     }
 
+    /// A broker for the same call, sharing its grant, receipts, retained bodies, revocations,
+    /// approvals, secrets and scrubber: for a request served off the guest's store (a foreign
+    /// component's `wasi:http` request runs on a task of its own). It has a log of its own.
+    pub(crate) fn share(&self) -> Broker {
+        Broker {
+            call_id: self.call_id.clone(),
+            grant: self.grant.clone(),
+            principal: self.principal.clone(),
+            revocations: self.revocations.clone(),
+            receipts: self.receipts.clone(),
+            bodies: self.bodies.clone(),
+            log: Default::default(),
+            child: self.child.clone(),
+            fuel: self.fuel.clone(),
+            client: self.client.clone(),
+            secrets: self.secrets.clone(),
+            approvals: self.approvals.clone(),
+            scrub: self.scrub.clone(),
+        }
+    }
+
     /// The grant of `capability` for this call, or why it is not available now (`Denied` or
     /// `Revoked`).
     pub(crate) fn authorize(&self, capability: Capability) -> Result<&ToolGrant, CapabilityError> {

@@ -43,6 +43,9 @@ pub struct ToolGrant {
     pub ask: bool,
     /// How long an approval may take.
     pub approval_timeout_ms: u64,
+    /// `environment`: the keys a foreign component may read (`wasi:config/store`,
+    /// `wasi:cli/environment`), each bound to where its value comes from.
+    pub environment: Vec<super::environment::grant::EnvKey>,
 }
 
 impl ToolGrant {

@@ -11,6 +11,7 @@ pub mod call;
 mod claims;
 pub mod client;
 pub mod clock;
+pub mod environment;
 pub mod grant;
 pub mod http;
 pub mod invoke;

@@ -87,6 +87,8 @@ pub const ALLOWED_WASI_SEED: (&str, &str) = (
 #[derive(Default)]
 pub struct Linkers {
     built: Mutex<BTreeMap<Vec<Capability>, Arc<Linker<CallState>>>>,
+    /// For foreign components: without and with `wasi:http`.
+    foreign: Mutex<[Option<Arc<Linker<CallState>>>; 2]>,
 }
 
 impl Linkers {
@@ -106,6 +108,71 @@ impl Linkers {
         Ok(linker)
     }
 }
+
+impl Linkers {
+    /// The linker for a foreign component (one built for another host): the same WASI
+    /// interfaces as every tool's (what they see is the call's state: see
+    /// `CallState::foreign`), `wasi:config/store`, and `wasi:http` when `http` is granted.
+    /// None of vak's own interfaces: a foreign component does not import them.
+    pub fn for_foreign(
+        &self,
+        engine: &Engine,
+        http: bool,
+    ) -> wasmtime::Result<Arc<Linker<CallState>>> {
+        let mut built = self.foreign.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = &built[usize::from(http)] {
+            return Ok(l.clone());
+        }
+        let mut linker = Linker::new(engine);
+        add_locked_down_wasi(&mut linker)?;
+        crate::capabilities::environment::link_config(&mut linker, CallState::config)?;
+        if http {
+            wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        }
+        let linker = Arc::new(linker);
+        built[usize::from(http)] = Some(linker.clone());
+        Ok(linker)
+    }
+}
+
+/// What the WASI interfaces give a foreign component where it differs from a vak tool's
+/// locked-down form (see `CallState::foreign`).
+pub const FOREIGN_WASI: [(&str, &str); 4] = [
+    (
+        "wasi:clocks/wall-clock",
+        "reads the real time, each reading witnessed, when its grant includes `clock`; else a frozen clock (1970-01-01)",
+    ),
+    (
+        "wasi:filesystem/types",
+        "uses the workspace roots its grant names (read-only or read-write), nothing else",
+    ),
+    (
+        "wasi:filesystem/preopens",
+        "finds its grant's workspace roots preopened at their host paths",
+    ),
+    (
+        "wasi:cli/environment",
+        "sees only the keys its grant's `environment` names, and no arguments",
+    ),
+];
+
+/// `wasi:config/store`, as foreign components import it; only the keys a grant names exist.
+pub const FOREIGN_CONFIG: (&str, &str) = (
+    "wasi:config/store",
+    "reads the configuration keys its grant's `environment` names (none without one)",
+);
+
+/// The `wasi:http` interfaces a foreign component may import when its grant includes `http`.
+pub const FOREIGN_HTTP: [(&str, &str); 2] = [
+    (
+        "wasi:http/outgoing-handler",
+        "sends HTTP requests through vak's http broker (the grant's origins, a receipt each)",
+    ),
+    (
+        "wasi:http/types",
+        "builds the requests and reads the responses",
+    ),
+];
 
 fn build(engine: &Engine, grants: &GrantSet) -> wasmtime::Result<Linker<CallState>> {
     let mut linker = Linker::new(engine);

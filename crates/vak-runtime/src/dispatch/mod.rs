@@ -14,6 +14,7 @@ pub mod cache;
 pub mod code;
 pub mod compile;
 pub mod engine;
+pub mod foreign;
 pub mod linker;
 pub mod run;
 pub mod state;
@@ -21,6 +22,14 @@ pub mod state;
 pub use compile::CompileError;
 pub use engine::{EngineSettings, Runtime};
 pub use run::{DispatchError, DispatchReport, GuestReturn};
+
+/// What one call instantiates and runs.
+pub enum Prepared {
+    /// A vak tool: its world, linked for its grant; the call runs its `call` export.
+    Tool(crate::bindings::SandboxedToolPre<state::CallState>),
+    /// One exported function of a foreign component (built for another host).
+    Foreign(foreign::ForeignFunction),
+}
 
 /// The WIT bindings, at the path the dispatcher's callers have used.
 pub use crate::bindings;

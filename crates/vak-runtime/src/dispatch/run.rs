@@ -1,6 +1,5 @@
 //! One call in the sandbox: fresh store, fresh instance, the admitted limits, a typed ending.
 
-use super::bindings::SandboxedToolPre;
 use super::bindings::vak::tool::types as wit;
 use super::engine::Runtime;
 use super::state::{CallState, LimitTrap};
@@ -18,6 +17,13 @@ pub enum GuestReturn {
     Described(wit::Descriptor),
     Completed(wit::ToolResult),
     ToolError(wit::ToolError),
+    /// A foreign function's return whose JSON passes the result cap (converting stopped there).
+    Oversized {
+        limit: u64,
+    },
+    /// A foreign function's return that has no JSON form (admission checks the types, so this
+    /// is a defect of the host).
+    Unconvertible(String),
 }
 
 /// How a dispatched call can end without a return value. Each carries its figures.
@@ -143,7 +149,7 @@ impl Runtime {
     /// Run `entry` on a fresh instance of `pre` under `limits`, with `broker` as its capabilities.
     pub(crate) async fn dispatch(
         &self,
-        pre: &SandboxedToolPre<CallState>,
+        pre: &super::Prepared,
         broker: Broker,
         entry: Entry<'_>,
         limits: &Limits,
@@ -153,7 +159,21 @@ impl Runtime {
         let fuel = broker.fuel.clone();
         self.instances
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut store = Store::new(&self.engine, CallState::new(broker, limits.memory_bytes));
+        // A foreign component sees, through the standard interfaces, what its grant names.
+        let (state, unprepared) = match pre {
+            super::Prepared::Foreign(_) => match broker.grant.clone() {
+                Some(grant) => match CallState::foreign(broker, limits.memory_bytes, &grant) {
+                    Ok(state) => (state, None),
+                    Err(message) => (
+                        CallState::new(Broker::new(String::new(), None), limits.memory_bytes),
+                        Some(message),
+                    ),
+                },
+                None => (CallState::new(broker, limits.memory_bytes), None),
+            },
+            super::Prepared::Tool(_) => (CallState::new(broker, limits.memory_bytes), None),
+        };
+        let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         let started = Instant::now();
         // Fuel and the epoch deadline are set before instantiation: start-up code is metered too.
@@ -189,13 +209,32 @@ impl Runtime {
         store.set_epoch_deadline(1);
 
         let _ticking = self.ticker.activate();
-        let result = match setup {
-            Err(e) => Err(Ending::Host(format!("{e:#}"))),
-            Ok(()) => {
+        let result = match (setup, unprepared) {
+            (Err(e), _) => Err(Ending::Host(format!("{e:#}"))),
+            (Ok(()), Some(message)) => Err(Ending::Host(message)),
+            (Ok(()), None) => {
                 // The epoch stops wasm code; the timeout also covers time spent awaiting inside a
                 // host call (a guest blocked in `poll` on a timer). The future borrows the store,
                 // so the store and its figures survive the timeout.
                 let call = async {
+                    let pre = match pre {
+                        super::Prepared::Tool(pre) => pre,
+                        super::Prepared::Foreign(function) => {
+                            let Entry::Call(arguments) = entry else {
+                                return Err(Ending::Host(
+                                    "a foreign component has no `describe`".into(),
+                                ));
+                            };
+                            return super::foreign::call(
+                                function,
+                                &mut store,
+                                arguments,
+                                limits.result_bytes,
+                            )
+                            .await
+                            .map_err(Ending::from);
+                        }
+                    };
                     let instance = pre
                         .instantiate_async(&mut store)
                         .await
@@ -358,6 +397,20 @@ enum Ending {
     Host(String),
     Instantiate(wasmtime::Error),
     Call(wasmtime::Error),
+}
+
+impl From<super::foreign::Failed> for Ending {
+    fn from(failed: super::foreign::Failed) -> Ending {
+        use super::foreign::Failed;
+        match failed {
+            Failed::Arguments(e) => Ending::Host(format!(
+                "the arguments passed the schema but did not convert to the function's types: {e}"
+            )),
+            Failed::Instantiate(e) => Ending::Instantiate(e),
+            Failed::Call(e) => Ending::Call(e),
+            Failed::Missing => Ending::Host("the exported function is not in the instance".into()),
+        }
+    }
 }
 
 /// The message of a Rust panic, as the guest's standard library printed it to stderr.

@@ -28,6 +28,16 @@ pub struct CallState {
     pub(crate) broker: Broker,
     pub(crate) stdout: Capture,
     pub(crate) stderr: Capture,
+    /// A foreign component's granted configuration keys and values (`wasi:config/store`).
+    pub(crate) config: Vec<(String, String)>,
+    /// A foreign component's `wasi:http`: requests go to the call's broker.
+    pub(crate) http: Option<ForeignHttp>,
+}
+
+/// `wasi:http` state of a foreign component's call.
+pub(crate) struct ForeignHttp {
+    ctx: wasmtime_wasi_http::WasiHttpCtx,
+    hooks: crate::capabilities::http::wasi::BrokeredHttp,
 }
 
 impl CallState {
@@ -56,6 +66,92 @@ impl CallState {
             broker,
             stdout,
             stderr,
+            config: Vec::new(),
+            http: None,
+        }
+    }
+
+    /// Fresh state for a foreign component's call (one built for another host): as [`new`], and
+    /// through the standard interfaces exactly what `grant` names: its workspace roots
+    /// preopened, the real wall clock (witnessed) with `clock`, its environment keys in
+    /// `wasi:config/store` and `wasi:cli/environment`, and `wasi:http` through the broker with
+    /// `http`. A root that cannot be opened fails the call before the guest runs.
+    ///
+    /// [`new`]: CallState::new
+    pub(crate) fn foreign(
+        broker: Broker,
+        memory_bytes: u64,
+        grant: &crate::capabilities::ToolGrant,
+    ) -> Result<CallState, String> {
+        use crate::capabilities::{Capability, grant::Scope};
+        let stdout = Capture::new(MAX_CAPTURE_BYTES);
+        let stderr = Capture::new(MAX_CAPTURE_BYTES);
+        let mut builder = WasiCtx::builder();
+        builder
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        if grant.grants(Capability::Clock) {
+            builder.wall_clock(crate::capabilities::clock::wasi::WitnessedWallClock::new(
+                broker.receipts.clone(),
+            ));
+        } else {
+            builder.wall_clock(FrozenWallClock);
+        }
+        if let Some(Scope::Roots(roots)) = grant.capabilities.get(&Capability::Workspace) {
+            crate::capabilities::workspace::wasi::preopen(&mut builder, roots, &broker.receipts)?;
+        }
+        let config =
+            crate::capabilities::environment::values(&grant.environment, broker.secrets.as_deref());
+        for (key, value) in &config {
+            builder.env(key, value);
+        }
+        let http = grant.http().map(|_| ForeignHttp {
+            ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
+            hooks: crate::capabilities::http::wasi::BrokeredHttp {
+                broker: broker.share(),
+            },
+        });
+        Ok(CallState {
+            wasi: builder.build(),
+            table: {
+                let mut table = ResourceTable::new();
+                table.set_max_capacity(MAX_HOST_HANDLES);
+                table
+            },
+            limiter: CallLimiter::new(memory_bytes),
+            broker,
+            stdout,
+            stderr,
+            config,
+            http,
+        })
+    }
+
+    /// The call's `wasi:config/store`.
+    pub(crate) fn config(&mut self) -> crate::capabilities::environment::ConfigStore<'_> {
+        crate::capabilities::environment::ConfigStore {
+            values: &self.config,
+        }
+    }
+}
+
+impl wasmtime_wasi_http::WasiHttpView for CallState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        // Linked only for a foreign component granted `http`, whose state always has it; a
+        // state without it (a defect) gets a context whose hooks refuse every request.
+        let http = self.http.get_or_insert_with(|| ForeignHttp {
+            ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
+            hooks: crate::capabilities::http::wasi::BrokeredHttp {
+                broker: Broker::new(String::new(), None),
+            },
+        });
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx: &mut http.ctx,
+            table: &mut self.table,
+            hooks: &mut http.hooks,
         }
     }
 }

@@ -211,18 +211,17 @@ impl HostBuilder {
                 .await
         };
         for (mut exam, admitted) in admitted_all {
-            if let Some(tool) = admitted {
-                let name = tool.name().to_string();
-                match tools.entry(name) {
-                    std::collections::btree_map::Entry::Occupied(taken) => {
-                        exam.verdict = crate::admission::AdmissionError::DuplicateName {
-                            tool: taken.key().clone(),
-                        }
-                        .verdict();
-                    }
-                    std::collections::btree_map::Entry::Vacant(slot) => {
-                        slot.insert(Arc::new(tool));
-                    }
+            // A component's tools are served together or not at all: one whose name another
+            // component already provides refuses the later component as a whole.
+            let taken = admitted.iter().find(|t| tools.contains_key(t.name()));
+            if let Some(taken) = taken {
+                exam.verdict = crate::admission::AdmissionError::DuplicateName {
+                    tool: taken.name().to_string(),
+                }
+                .verdict();
+            } else {
+                for tool in admitted {
+                    tools.insert(tool.name().to_string(), Arc::new(tool));
                 }
             }
             examinations.push(exam);

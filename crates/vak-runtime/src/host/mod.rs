@@ -154,6 +154,7 @@ impl Host {
     fn not_served(&self, name: &str) -> ProposalError {
         let named = |e: &&crate::Examination| {
             e.descriptor.as_ref().is_some_and(|d| d.name == name)
+                || e.functions.iter().any(|f| f.tool == name)
                 || Path::new(&e.source).file_stem().is_some_and(|s| s == name)
         };
         match self

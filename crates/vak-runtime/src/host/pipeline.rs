@@ -402,6 +402,10 @@ impl Host {
         let t = Instant::now();
         let collected = match returned.value {
             GuestReturn::Completed(r) => result::collect(r, result_bytes),
+            GuestReturn::Oversized { limit } => Err(result::ResultError::ValueTooLarge { limit }),
+            GuestReturn::Unconvertible(reason) => {
+                Err(result::ResultError::Unconvertible { reason })
+            }
             GuestReturn::ToolError(e) => {
                 let (kept, error) = result::tool_error(e);
                 record.tool_error = Some(kept);

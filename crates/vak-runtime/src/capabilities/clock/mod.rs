@@ -5,6 +5,7 @@
 //! and the zone.
 
 pub mod grant;
+pub mod wasi;
 
 use super::{Broker, Capability, CapabilityBroker, HasBroker};
 use crate::bindings::vak::tool::clock::{Host, Reading, add_to_linker};

@@ -17,33 +17,51 @@ pub fn resolve(
             credential.alias
         )
     };
-    match &credential.secret {
-        SecretRef::Env(var) => std::env::var(var)
-            .ok()
-            .filter(|v| !v.is_empty())
-            .map(SecretValue::new)
-            .ok_or_else(|| missing(format!("the environment variable {var}"))),
-        SecretRef::Stored(name) => match source.map(|s| s.get(name)) {
-            Some(Ok(Some(v))) => Ok(v),
-            Some(Err(e)) => Err(format!("the credential {:?}: {e}", credential.alias)),
-            _ => Err(missing(format!("the secret {name:?}"))),
-        },
-    }
+    resolve_source(source, &credential.secret).map_err(missing)
 }
 
 /// The scrubber for a call under `grant`: every credential value it could use, labelled with
 /// the aliases that bind it. Built once per call (the values are read then: a value changed
 /// during the call is not injected, see `capabilities::http`).
 pub fn scrubber_for(source: Option<&dyn SecretSource>, grant: &ToolGrant) -> Scrubber {
-    let Some(http) = grant.http() else {
-        return Scrubber::none();
-    };
-    if http.credentials.is_empty() {
+    let credentials = grant.http().map(|h| &h.credentials);
+    if credentials.is_none_or(|c| c.is_empty()) && grant.environment.is_empty() {
         return Scrubber::none();
     }
-    Scrubber::labelled(
-        http.credentials
-            .values()
-            .filter_map(|c| resolve(source, c).ok().map(|v| (v, c.alias.clone()))),
-    )
+    let credentials = credentials
+        .into_iter()
+        .flat_map(|c| c.values())
+        .filter_map(|c| resolve(source, c).ok().map(|v| (v, c.alias.clone())));
+    // The values of a foreign component's environment keys are the guest's to read, and the
+    // record's and the client's never to see.
+    let environment = grant.environment.iter().filter_map(|k| {
+        resolve_source(source, &k.source)
+            .ok()
+            .map(|v| (v, environment_label(&k.key)))
+    });
+    Scrubber::labelled(credentials.chain(environment))
+}
+
+/// The scrubber's label of environment key `key`'s value (credential aliases are bare names).
+pub fn environment_label(key: &str) -> String {
+    format!("environment:{key}")
+}
+
+/// The value behind `source`, or why there is none.
+pub fn resolve_source(
+    source: Option<&dyn SecretSource>,
+    secret: &SecretRef,
+) -> Result<SecretValue, String> {
+    match secret {
+        SecretRef::Env(var) => std::env::var(var)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .map(SecretValue::new)
+            .ok_or_else(|| format!("the environment variable {var}")),
+        SecretRef::Stored(name) => match source.map(|s| s.get(name)) {
+            Some(Ok(Some(v))) => Ok(v),
+            Some(Err(e)) => Err(format!("the secret {name:?}: {e}")),
+            _ => Err(format!("the secret {name:?}")),
+        },
+    }
 }

@@ -45,7 +45,8 @@ impl Broker {
                 ?;
                 // First of all: a value going where its audience does not include. No message
                 // quoting the request is built before this.
-                leak_check(&scope, &self.scrub, &url, &url_text, &headers, body.as_deref())
+                let environment = self.grant.as_ref().map_or(&[][..], |g| &g.environment[..]);
+                leak_check(&scope, &self.scrub, environment, &url, &url_text, &headers, body.as_deref())
                     ?;
                 let origin = origin_of(&url);
                 if !matches!(url.scheme(), "http" | "https") {

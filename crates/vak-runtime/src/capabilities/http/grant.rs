@@ -215,7 +215,7 @@ pub fn compile(h: HttpGrantFile) -> Result<HttpScope, String> {
 }
 
 /// One origin entry (`field` names where it was written, for the message).
-fn parse_origin(text: &str, field: &str) -> Result<Origin, String> {
+pub(crate) fn parse_origin(text: &str, field: &str) -> Result<Origin, String> {
     let url = url::Url::parse(text).map_err(|e| format!("`{field}` entry {text:?}: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!("`{field}` entry {text:?} is not http or https"));

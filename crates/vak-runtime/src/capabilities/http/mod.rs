@@ -26,6 +26,7 @@ mod fetch;
 pub mod grant;
 mod request;
 mod response;
+pub mod wasi;
 
 pub use address::internal;
 pub use request::{CREDENTIAL_HEADER, MAX_REDIRECTS, validate};

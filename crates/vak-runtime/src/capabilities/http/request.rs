@@ -129,6 +129,7 @@ pub(super) fn without_param(url: &url::Url, name: &str) -> url::Url {
 pub(super) fn leak_check(
     scope: &HttpScope,
     scrub: &crate::secrets::Scrubber,
+    environment: &[crate::capabilities::environment::grant::EnvKey],
     url: &url::Url,
     url_text: &str,
     headers: &[Header],
@@ -168,10 +169,21 @@ pub(super) fn leak_check(
     found.sort_unstable();
     found.dedup();
     for alias in found {
-        let allowed = scope
-            .credentials
-            .get(alias)
-            .is_some_and(|c| c.audience_allows(url));
+        // A foreign component's environment value goes where its audience allows, or, with
+        // none given, wherever the grant's origins do (checked next, as for any request).
+        let key = environment
+            .iter()
+            .find(|k| super::credentials::environment_label(&k.key) == alias);
+        let allowed = match key {
+            Some(k) => k
+                .audience
+                .as_ref()
+                .is_none_or(|origins| origins.iter().any(|o| o.allows(url))),
+            None => scope
+                .credentials
+                .get(alias)
+                .is_some_and(|c| c.audience_allows(url)),
+        };
         if !allowed {
             return Err(CapabilityError::Denied(format!(
                 "the request to {origin} carries the value of the credential {alias:?}, whose \

@@ -7,6 +7,7 @@
 //! content, so a tool can cite it. The roots are the policy's (see [`grant`]).
 
 pub mod grant;
+pub mod wasi;
 
 use super::{Broker, Capability, CapabilityBroker, HasBroker};
 use crate::bindings::vak::tool::types::CapabilityError;
