@@ -2,6 +2,7 @@
 //! with a private AOT cache.
 
 pub mod bombs;
+pub mod byo;
 pub mod http_mcp;
 pub mod jsonschema;
 
