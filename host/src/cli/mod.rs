@@ -2,9 +2,10 @@
 //! 2 refused before dispatch, 3 bad usage of the command itself.
 //!
 //! Here: the options and commands, `main`, and the dispatch. Each command family has a module of
-//! its own (`call`, `tools`, `serve`, `audit`, `store`, `policy`, `revoke`, `signing`, `bench`,
-//! `authoring`, `demo`); `args` and `setup` turn the global options into a store, a key and a
-//! host; `render` is the one place records are rendered, and `say!` the one way to print.
+//! its own (`call`, `tools`, `serve`, `audit`, `store`, `policy` with `policy_import`, `revoke`,
+//! `signing`, `bench`, `authoring`, `demo`); `args` and `setup` turn the global options into a
+//! store, a key and a host; `render` is the one place records are rendered, and `say!` the one
+//! way to print.
 
 /// `println!` for a person: the line goes out neutralised ([`render::say`]), whatever data it
 /// holds. Every line vak prints for a person is written with these (JSON with [`render::json`]).
@@ -31,6 +32,7 @@ mod call;
 mod demo;
 mod logging;
 mod policy;
+mod policy_import;
 mod render;
 mod revoke;
 mod serve;
@@ -151,7 +153,7 @@ enum Command {
         #[arg(long = "for", value_name = "PROVIDER", value_parser = clap::builder::PossibleValuesParser::new(Provider::NAMES))]
         for_provider: Option<String>,
     },
-    /// Check a policy file and explain what it grants.
+    /// Check a policy file and explain what it grants, or translate a Wassette policy.yaml.
     Policy {
         #[command(subcommand)]
         command: policy::PolicyCommand,
@@ -356,7 +358,7 @@ async fn run(cli: Cli) -> ExitCode {
         }
         Command::Verify { file, key } => return signing::verify(file, key.as_deref()),
         Command::Keygen { file } => return signing::keygen(file),
-        Command::Policy { command } => return policy::check(command),
+        Command::Policy { command } => return policy::run(command),
         Command::Secret { command } => {
             let fallback = Policy::default_policy();
             return policy::secret(command, policy.as_ref().unwrap_or(&fallback));

@@ -1,9 +1,10 @@
-//! `vak policy check` and `vak secret`: a policy file validated and explained, and the host-held
-//! secrets its http grants may bind (their names and bindings shown, never their values).
+//! `vak policy check`, `vak policy import` and `vak secret`: a policy file validated and
+//! explained, a Wassette policy translated, and the host-held secrets its http grants may bind
+//! (their names and bindings shown, never their values).
 
-use super::{render, usage_error};
+use super::{policy_import, render, usage_error};
 use clap::Subcommand;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use vak_host::Policy;
 
@@ -11,17 +12,60 @@ use vak_host::Policy;
 pub(super) enum PolicyCommand {
     /// Validate FILE and explain it; exit 3 with the line of the first error.
     Check { file: PathBuf },
+    /// Translate a Wassette policy.yaml into vak policy TOML on stdout, a [tools.NAME] table
+    /// per --tool.
+    ///
+    /// Wassette grants a component; vak grants each tool, and each function a component exports
+    /// is a tool, so name them all: each table holds the component's grants. Network hosts
+    /// become http origins (a bare host as https), fs:// storage roots become workspace roots,
+    /// environment keys become `environment` keys read from the host variable of the same name,
+    /// and resources.limits.memory becomes caps.memory_bytes. What has no vak equivalent (wildcard hosts, CIDRs, deny lists, cpu
+    /// limits, other kinds) is listed on stderr and as `# not translated:` comments at the top;
+    /// the exit status is still 0. Read the result before you use it: `vak policy check` it.
+    /// Exit 3 if FILE cannot be read, is not YAML or not a Wassette policy, or a --tool is not
+    /// a tool name.
+    Import {
+        /// The Wassette policy (YAML, the format of microsoft/policy-mcp).
+        file: PathBuf,
+        /// A tool of the component (a-z, 0-9, '-', '_'; up to 64): repeat for each.
+        // Not `tools`: that is the id of the global --tools DIR.
+        #[arg(long = "tool", value_name = "NAME", required = true)]
+        tool_names: Vec<String>,
+    },
+}
+
+/// `vak policy check|import`.
+pub(super) fn run(command: &PolicyCommand) -> ExitCode {
+    match command {
+        PolicyCommand::Check { file } => check(file),
+        PolicyCommand::Import { file, tool_names } => import(file, tool_names),
+    }
 }
 
 /// `vak policy check`.
-pub(super) fn check(command: &PolicyCommand) -> ExitCode {
-    let PolicyCommand::Check { file } = command;
+fn check(file: &Path) -> ExitCode {
     match Policy::load(file) {
         Ok(p) => {
             say_raw!("{}", render::policy(&p));
             ExitCode::SUCCESS
         }
         Err(e) => usage_error(e),
+    }
+}
+
+/// `vak policy import`: the TOML on stdout, what it does not carry on stderr.
+fn import(file: &Path, tools: &[String]) -> ExitCode {
+    let translated = policy_import::read_policy_file(file)
+        .and_then(|yaml| policy_import::translate(&yaml, tools));
+    match translated {
+        Ok(t) => {
+            say_raw!("{}", t.toml);
+            for what in &t.untranslated {
+                say_err!("vak: not translated: {}", render::neutralise_line(what));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => usage_error(format!("{}: {e}", file.display())),
     }
 }
 
