@@ -37,16 +37,9 @@ fn table(t: &Translation) -> toml::Table {
     toml::from_str(&t.toml).unwrap_or_else(|e| panic!("not TOML: {e}\n{}", t.toml))
 }
 
-/// The translation as vak's policy parser reads it. `capabilities.environment` is left out
-/// until vak's parser knows that section; its structure is checked as TOML instead.
+/// The translation as vak's policy parser reads it, whole.
 fn vak_policy(t: &Translation) -> Policy {
-    let text: String = t
-        .toml
-        .lines()
-        .filter(|l| !l.starts_with("capabilities.environment"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    Policy::parse(&text, "imported").unwrap_or_else(|e| panic!("{e}\n{}", t.toml))
+    Policy::parse(&t.toml, "imported").unwrap_or_else(|e| panic!("{e}\n{}", t.toml))
 }
 
 /// The table of `tool`, as TOML.
@@ -163,6 +156,10 @@ fn get_weather_js_bare_host_is_https_and_its_key_comes_from_the_environment() {
         Some("OPENWEATHER_API_KEY")
     );
     assert!(t.toml.contains("{ secret = \"name\" }"));
+    // vak's parser reads the key as the environment grant.
+    let grant = policy.grant("get-weather").unwrap();
+    assert_eq!(grant.environment.len(), 1);
+    assert_eq!(grant.environment[0].key, "OPENWEATHER_API_KEY");
 }
 
 #[test]
