@@ -68,7 +68,7 @@ async fn host(component: Vec<u8>, policy: &str, cache: &tempfile::TempDir) -> Ho
 }
 
 async fn call(host: &Host, tool: &str, args: Value) -> CallRecord {
-    host.call(Proposal::new(tool, &args.to_string())).await
+    host.call(Proposal::new(tool, args.to_string())).await
 }
 
 fn text(record: &CallRecord) -> String {

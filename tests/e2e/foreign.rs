@@ -44,7 +44,7 @@ async fn types_host(cache: &tempfile::TempDir) -> Host {
 }
 
 async fn call(host: &Host, tool: &str, args: Value) -> CallRecord {
-    host.call(Proposal::new(tool, &args.to_string())).await
+    host.call(Proposal::new(tool, args.to_string())).await
 }
 
 /// The payload of a completed call, as JSON.
