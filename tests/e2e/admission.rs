@@ -213,6 +213,45 @@ async fn schema_violations_name_both_pointers_and_never_reach_the_tool() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_number_outside_its_types_range_is_refused_at_the_schema_stage() {
+    // The shapes guest takes `small: Option<u8>` (`minimum` 0, `maximum` 255 in its schema):
+    // 256 is refused before any instance exists, not by the tool's own parse.
+    let cache = tempfile::tempdir().unwrap();
+    let host = host_with(
+        &[("shapes", guest(guests::SHAPES))],
+        "[tools.shapes]\n",
+        cache.path(),
+    )
+    .await;
+    let before = host.runtime().instances_created();
+    for (args, keyword) in [
+        (
+            r#"{"times":1,"word":"a","small":256}"#,
+            "/properties/small/maximum",
+        ),
+        (r#"{"times":-1,"word":"a"}"#, "/properties/times/minimum"),
+    ] {
+        let r = host.call(Proposal::new("shapes", args)).await;
+        assert_eq!(
+            (r.status, r.stage),
+            (Status::Refused, Stage::Schema),
+            "{args}"
+        );
+        let e = r.error.unwrap();
+        let v = &e.details["violations"][0];
+        assert_eq!(v["keyword"].as_str(), Some(keyword), "{args}");
+    }
+    assert_eq!(host.runtime().instances_created(), before);
+    let r = host
+        .call(Proposal::new(
+            "shapes",
+            r#"{"times":1,"word":"a","small":255}"#,
+        ))
+        .await;
+    assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_schema_with_a_remote_ref_is_refused_at_admission() {
     let cache = tempfile::tempdir().unwrap();
     let host = host_with(

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use vak_host::proposal::providers::{Provider, declaration};
 use vak_host::schema::CompiledSchema;
-use vak_tests::jsonschema::{OneOf, Rng, generate, mutate, valid};
+use vak_tests::jsonschema::{OneOf, Rng, generate, mutate, nudge, valid};
 use vak_tests::{bundled, guest, guests, vak_binary};
 
 /// The providers whose declarations are compared (MCP's is the admitted schema itself).
@@ -170,9 +170,14 @@ fn agree(
             }
             tried.push(a);
         }
-        // C: what the schema stage refuses, the declaration refuses.
-        for t in &tried {
-            let m = mutate(t, &mut rng);
+        // C: what the schema stage refuses, the declaration refuses: a value of another type,
+        // or one past a bound (a strict declaration keeps the bounds the stage enforces).
+        let changes: [fn(&Value, &mut Rng) -> Value; 2] = [mutate, nudge];
+        for (t, change) in tried
+            .iter()
+            .flat_map(|t| changes.iter().map(move |c| (t, c)))
+        {
+            let m = change(t, &mut rng);
             let stage_ok = stage.is_valid(&m);
             let decl_ok = valid(declared, declared, &m, one_of);
             seen.mutants_refused_by_stage += usize::from(!stage_ok);
@@ -410,6 +415,12 @@ fn leaf() -> impl Strategy<Value = Value> {
         Just(json!({"type": "string"})),
         Just(json!({"type": "integer", "format": "uint8", "minimum": 0, "maximum": 255})),
         Just(json!({"type": "integer", "format": "int64"})),
+        // As WIT-derived schemas write a `char`, a `u64` and a `tuple<u8, string>`.
+        Just(json!({"type": "string", "minLength": 1, "maxLength": 1})),
+        Just(json!({"type": "integer", "minimum": 0, "maximum": u64::MAX})),
+        Just(json!({"type": "array", "prefixItems": [
+            {"type": "integer", "minimum": 0, "maximum": 255}, {"type": "string"}],
+            "items": false, "minItems": 2, "maxItems": 2})),
         Just(json!({"type": "number", "format": "double"})),
         Just(json!({"type": "boolean"})),
         Just(json!({"type": "null"})),
@@ -480,8 +491,9 @@ fn schema() -> impl Strategy<Value = Value> {
                 .prop_map(|i| json!({"type": "array", "items": i})),
             object(inner.clone().boxed()),
             prop::collection::vec(inner.clone(), 1..4).prop_map(|b| json!({"anyOf": b})),
-            // An enum with data: one object per variant, as schemars writes it.
-            prop::collection::vec((name(), inner), 1..4).prop_map(|vs| {
+            // An enum with data: one object per variant, as schemars writes it (a variant's
+            // name is its own: serde reads no two the same).
+            prop::collection::btree_map(name(), inner, 1..4).prop_map(|vs| {
                 let variants: Vec<Value> = vs
                     .into_iter()
                     .map(|(n, s)| {

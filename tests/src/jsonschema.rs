@@ -1,9 +1,15 @@
 //! A reference reading of JSON Schema (draft 2020-12) for the tests, independent of the host's
-//! schema stage: a validator of the keywords provider declarations and Rust tools' schemas use,
-//! an instance generator, and mutations that make likely-invalid instances. The tests compare
-//! the host's schema stage and the provider declarations with it.
+//! schema stage: a validator of the keywords provider declarations, Rust tools' schemas and
+//! WIT-derived schemas use, an instance generator, and mutations that make likely-invalid
+//! instances. The tests compare the host's schema stage and the provider declarations with it.
+//!
+//! It reads each keyword the plainest way: pairs compared one by one, lengths by counting
+//! `chars()`, numbers as i128 when both sides are integers and as f64 otherwise (so a decimal
+//! `multipleOf`, or an integer past 2^53 against a fractional bound, is outside what it can
+//! judge: the tests do not ask it to).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Number, Value, json};
+use std::cmp::Ordering;
 
 /// Deepest schema or instance nesting these walk (past it a value is refused, or not generated).
 const MAX_DEPTH: usize = 48;
@@ -34,6 +40,37 @@ fn type_matches(name: &str, v: &Value) -> bool {
         "array" => v.is_array(),
         "object" => v.is_object(),
         _ => false,
+    }
+}
+
+/// Both as i128 when both are integers JSON-wise held exactly; else as f64.
+fn compare(a: &Number, b: &Number) -> Ordering {
+    let int = |n: &Number| {
+        n.as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+    };
+    match (int(a), int(b)) {
+        (Some(x), Some(y)) => x.cmp(&y),
+        _ => {
+            let (x, y) = (a.as_f64().unwrap_or(0.0), b.as_f64().unwrap_or(0.0));
+            x.partial_cmp(&y).unwrap_or(Ordering::Equal)
+        }
+    }
+}
+
+fn multiple_of(x: &Number, d: &Number) -> bool {
+    let int = |n: &Number| {
+        n.as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+    };
+    match (int(x), int(d)) {
+        (Some(x), Some(d)) if d > 0 => x % d == 0,
+        _ => {
+            let q = x.as_f64().unwrap_or(0.0) / d.as_f64().unwrap_or(0.0);
+            q.is_finite() && q.fract() == 0.0
+        }
     }
 }
 
@@ -79,17 +116,33 @@ fn check(schema: &Value, root: &Value, v: &Value, one_of: OneOf, depth: usize) -
     {
         return false;
     }
-    if let Some(f) = v.as_f64() {
-        let bound = |k: &str| o.get(k).and_then(Value::as_f64);
-        if bound("minimum").is_some_and(|m| f < m)
-            || bound("maximum").is_some_and(|m| f > m)
-            || bound("exclusiveMinimum").is_some_and(|m| f <= m)
-            || bound("exclusiveMaximum").is_some_and(|m| f >= m)
+    if let Value::Number(x) = v {
+        let against = |k: &str| o.get(k).and_then(Value::as_number).map(|b| compare(x, b));
+        if against("minimum") == Some(Ordering::Less)
+            || against("maximum") == Some(Ordering::Greater)
+            || against("exclusiveMinimum").is_some_and(|c| c != Ordering::Greater)
+            || against("exclusiveMaximum").is_some_and(|c| c != Ordering::Less)
+            || o.get("multipleOf")
+                .and_then(Value::as_number)
+                .is_some_and(|d| !multiple_of(x, d))
         {
             return false;
         }
     }
+    let count = |k: &str| o.get(k).and_then(Value::as_u64);
+    if let Value::String(s) = v {
+        let n = s.chars().count() as u64;
+        if count("minLength").is_some_and(|m| n < m) || count("maxLength").is_some_and(|m| n > m) {
+            return false;
+        }
+    }
     if let Value::Object(map) = v {
+        let n = map.len() as u64;
+        if count("minProperties").is_some_and(|m| n < m)
+            || count("maxProperties").is_some_and(|m| n > m)
+        {
+            return false;
+        }
         let props = o.get("properties").and_then(Value::as_object);
         if let Some(Value::Array(required)) = o.get("required")
             && required
@@ -117,16 +170,34 @@ fn check(schema: &Value, root: &Value, v: &Value, one_of: OneOf, depth: usize) -
         }
     }
     if let Value::Array(items) = v {
+        let prefix: &[Value] = o
+            .get("prefixItems")
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice);
+        for (s, x) in prefix.iter().zip(items) {
+            if !sub(s, x) {
+                return false;
+            }
+        }
         if let Some(s) = o.get("items").filter(|s| !s.is_array())
-            && !items.iter().all(|x| sub(s, x))
+            && !items.iter().skip(prefix.len()).all(|x| sub(s, x))
         {
             return false;
         }
-        let count = |k: &str| o.get(k).and_then(Value::as_u64);
         if count("minItems").is_some_and(|m| (items.len() as u64) < m)
             || count("maxItems").is_some_and(|m| (items.len() as u64) > m)
         {
             return false;
+        }
+        if o.get("uniqueItems") == Some(&Value::Bool(true)) {
+            for (i, x) in items.iter().enumerate() {
+                if items[..i]
+                    .iter()
+                    .any(|y| vak_host::schema::json_equal(x, y))
+                {
+                    return false;
+                }
+            }
         }
     }
     let branches = |k: &str| o.get(k).and_then(Value::as_array);
@@ -259,16 +330,60 @@ fn gen_node(schema: &Value, root: &Value, rng: &mut Rng, depth: usize) -> Option
         "null" => Value::Null,
         "boolean" => Value::Bool(rng.chance(50)),
         "string" => {
-            let pool = ["", "a", "Europe/Paris", "hé\u{2028}", "42", "null"];
-            json!(pool[rng.below(pool.len())])
+            let pool = [
+                "",
+                "a",
+                "Europe/Paris",
+                "hé\u{2028}",
+                "42",
+                "null",
+                "é",
+                "e\u{301}",
+                "🦀",
+                "xyz",
+            ];
+            let count = |k: &str| o.get(k).and_then(Value::as_u64);
+            let (lo, hi) = (count("minLength").unwrap_or(0), count("maxLength"));
+            let fits: Vec<&str> = pool
+                .iter()
+                .copied()
+                .filter(|s| {
+                    let n = s.chars().count() as u64;
+                    n >= lo && hi.is_none_or(|h| n <= h)
+                })
+                .collect();
+            if fits.is_empty() || rng.chance(10) {
+                let n = lo.max(hi.unwrap_or(lo).min(lo + rng.below(3) as u64));
+                json!("ß".repeat(n.min(64) as usize))
+            } else {
+                json!(fits[rng.below(fits.len())])
+            }
         }
         "integer" | "number" => {
-            let lo = bound("minimum").unwrap_or(-1000.0).max(-1e6);
-            let hi = bound("maximum").unwrap_or(1000.0).min(1e6);
+            // At times a bound itself, as written (u64::MAX, i64::MIN, …).
+            let ends: Vec<&Value> = ["minimum", "maximum"]
+                .iter()
+                .filter_map(|k| o.get(*k))
+                .collect();
+            if !ends.is_empty() && rng.chance(25) {
+                return Some(ends[rng.below(ends.len())].clone());
+            }
+            let step = if t == "integer" { 1.0 } else { 0.5 };
+            let lo = bound("minimum")
+                .or(bound("exclusiveMinimum").map(|m| m + step))
+                .unwrap_or(-1000.0)
+                .max(-1e6);
+            let hi = bound("maximum")
+                .or(bound("exclusiveMaximum").map(|m| m - step))
+                .unwrap_or(1000.0)
+                .min(1e6);
             if lo > hi {
                 return None;
             }
-            let n = (lo + (rng.below(1000) as f64 / 999.0) * (hi - lo)).round();
+            let mut n = (lo + (rng.below(1000) as f64 / 999.0) * (hi - lo)).round();
+            if let Some(d) = bound("multipleOf").filter(|d| *d >= 1.0 && d.fract() == 0.0) {
+                n = (n / d).round() * d;
+            }
             if t == "number" && rng.chance(50) && n + 0.5 <= hi {
                 json!(n + 0.5)
             } else if rng.chance(30) {
@@ -280,10 +395,20 @@ fn gen_node(schema: &Value, root: &Value, rng: &mut Rng, depth: usize) -> Option
         }
         "array" => {
             let items = o.get("items");
-            let n = rng.below(4);
+            let count = |k: &str| o.get(k).and_then(Value::as_u64);
+            let (lo, hi) = (
+                count("minItems").unwrap_or(0),
+                count("maxItems").unwrap_or(3),
+            );
+            let n = (lo + rng.below(4) as u64).min(hi.max(lo)).min(6) as usize;
             let mut out = Vec::new();
-            for _ in 0..n {
+            let prefix = o.get("prefixItems").and_then(Value::as_array);
+            for s in prefix.into_iter().flatten().take(n) {
+                out.push(gen_node(s, root, rng, depth + 1)?);
+            }
+            for _ in out.len()..n {
                 match items {
+                    Some(Value::Bool(false)) => break,
                     Some(s) if s.is_object() || s.is_boolean() => {
                         out.push(gen_node(s, root, rng, depth + 1)?)
                     }
@@ -361,6 +486,65 @@ pub fn mutate(v: &Value, rng: &mut Rng) -> Value {
     out
 }
 
+/// `v` with one change near a bound: a number moved by one or to the edge of a WIT integer
+/// type (2^53 + 1, u64::MAX, i64::MIN, …), a string grown or shrunk by a code point (or made
+/// one grapheme of two code points), an array grown, shrunk or given a duplicate, an object
+/// given or stripped of a member.
+pub fn nudge(v: &Value, rng: &mut Rng) -> Value {
+    let mut out = v.clone();
+    let mut paths = Vec::new();
+    collect_paths(&out, String::new(), &mut paths, 0);
+    let path = &paths[rng.below(paths.len())];
+    let target = out.pointer_mut(path).expect("a path just collected");
+    let edges = [
+        json!(-1),
+        json!(0),
+        json!(255),
+        json!(256),
+        json!(65_536),
+        json!(9_007_199_254_740_993u64),
+        json!(u64::MAX),
+        json!(i64::MIN),
+        json!(i64::MAX),
+        json!(2.5),
+    ];
+    match &mut *target {
+        Value::Number(n) => {
+            *target = match (rng.below(3), n.as_i64()) {
+                (0, Some(i)) => json!(i.saturating_add(1)),
+                (1, Some(i)) => json!(i.saturating_sub(1)),
+                _ => edges[rng.below(edges.len())].clone(),
+            };
+        }
+        Value::String(s) => match rng.below(4) {
+            0 => s.push('x'),
+            1 => {
+                s.pop();
+            }
+            2 => *s = "e\u{301}".into(),
+            _ => s.push('🦀'),
+        },
+        Value::Array(items) => match rng.below(4) {
+            0 if !items.is_empty() => items.push(items[0].clone()),
+            1 => {
+                items.pop();
+            }
+            2 => items.clear(),
+            _ => items.push(json!(1)),
+        },
+        Value::Object(m) => {
+            if m.is_empty() || rng.chance(50) {
+                m.insert("zz_unknown".into(), json!(1));
+            } else {
+                let key = m.keys().next().cloned().unwrap_or_default();
+                m.remove(&key);
+            }
+        }
+        _ => *target = edges[rng.below(edges.len())].clone(),
+    }
+    out
+}
+
 fn collect_paths(v: &Value, at: String, out: &mut Vec<String>, depth: usize) {
     if depth > MAX_DEPTH {
         return;
@@ -401,5 +585,25 @@ mod tests {
         assert!(ok(json!({"n": 1, "o": 2.5})));
         assert!(valid(&s, &s, &json!({"n": 1, "o": 2}), OneOf::AsAnyOf));
         assert!(ok(json!({"n": 1, "r": "a"})) && !ok(json!({"n": 1, "r": "b"})));
+    }
+
+    #[test]
+    fn the_reference_validator_reads_the_newer_keywords_plainly() {
+        let s = json!({"type":"object","properties":{
+            "c":{"type":"string","minLength":1,"maxLength":1},
+            "t":{"type":"array","prefixItems":[{"type":"integer","maximum":255},{"type":"string"}],
+                "items":false},
+            "u":{"type":"array","uniqueItems":true},
+            "m":{"type":"integer","multipleOf":3,"minimum":0,"maximum":u64::MAX},
+            "o":{"type":"object","minProperties":1}}});
+        let ok = |v: Value| valid(&s, &s, &v, OneOf::Exactly);
+        assert!(ok(
+            json!({"c": "🦀", "t": [255, "a"], "u": [1, "1"], "m": u64::MAX, "o": {"a": 1}})
+        ));
+        assert!(!ok(json!({"c": "e\u{301}"})) && !ok(json!({"c": ""})));
+        assert!(!ok(json!({"t": [256, "a"]})) && !ok(json!({"t": [1, "a", 2]})));
+        assert!(ok(json!({"t": [1]})));
+        assert!(!ok(json!({"u": [1, 1.0]})) && !ok(json!({"m": 4})) && !ok(json!({"o": {}})));
+        assert!(!ok(json!({"m": u64::MAX - 1})), "exact past 2^53");
     }
 }

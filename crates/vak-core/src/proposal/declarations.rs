@@ -3,10 +3,13 @@
 //! The rule: a call that conforms to a declaration is never refused by vak's schema stage, and a
 //! declaration never allows what the schema stage refuses. A declaration therefore says exactly
 //! what the admitted schema says, in the provider's dialect; it may leave out only keywords the
-//! schema stage does not enforce either (`format`, `minimum`, …, listed by `vak inspect`), and
+//! schema stage does not enforce either (`format`, `pattern`, listed by `vak inspect`), and
 //! says so in a note. Where the dialect cannot say it (OpenAI's strict mode: every property
-//! required, no extra properties, a subset of keywords), the tool is declared in the provider's
-//! non-strict form, with a note saying why. Calls are never repaired to fit a declaration.
+//! required, no extra properties, a subset of keywords: no `minLength`, `prefixItems`, `allOf`,
+//! `not`, …; no `oneOf`, which is declared as `anyOf` only where its alternatives exclude each
+//! other), the tool is declared in the provider's non-strict form, with a note saying why.
+//! Gemini reads `oneOf` as `anyOf`: a `oneOf` whose alternatives may overlap gets a note. Calls
+//! are never repaired to fit a declaration.
 //!
 //! | provider | entry of the request's `tools` list | schema |
 //! |---|---|---|
@@ -16,6 +19,7 @@
 //! | `gemini` | `{"functionDeclarations":[{name, description, parametersJsonSchema}]}` (one entry for all tools) | the admitted schema |
 //! | `mcp` | `tools/list`'s `{name, description, inputSchema, …}` | the admitted schema |
 
+use super::overlap::exclusive;
 use super::providers::Provider;
 use serde_json::{Map, Value, json};
 
@@ -131,21 +135,19 @@ const ANNOTATIONS: [&str; 9] = [
 /// Assertions vak's schema stage does not enforce and OpenAI's strict mode is not relied on to
 /// take: left out of a strict declaration, with a note (the schema stage accepts what they
 /// would refuse either way).
-const UNENFORCED_VALUE_CHECKS: [&str; 14] = [
-    "format",
+const UNENFORCED_VALUE_CHECKS: [&str; 2] = ["format", "pattern"];
+
+/// Assertions the schema stage enforces that strict mode documents (numbers' bounds, arrays'
+/// counts): kept in a strict declaration as they are. The stage's other assertions
+/// (`minLength`, `uniqueItems`, …) have no strict form: the tool is then declared non-strict.
+const STRICT_VALUE_CHECKS: [&str; 7] = [
     "minimum",
     "maximum",
     "exclusiveMinimum",
     "exclusiveMaximum",
     "multipleOf",
-    "pattern",
-    "minLength",
-    "maxLength",
     "minItems",
     "maxItems",
-    "uniqueItems",
-    "minProperties",
-    "maxProperties",
 ];
 
 /// Deepest schema nesting the adapters walk (the schema stage's own limit on arguments is 64).
@@ -255,6 +257,9 @@ impl Strict<'_> {
                 "type" | "enum" | "const" | "description" | "$ref" | "required" => {
                     out.insert(k.clone(), v.clone());
                 }
+                k if STRICT_VALUE_CHECKS.contains(&k) => {
+                    out.insert(k.to_string(), v.clone());
+                }
                 "properties" => {
                     let Some(props) = v.as_object() else {
                         self.reasons.push(format!("{here}: not an object"));
@@ -281,9 +286,15 @@ impl Strict<'_> {
                         .map(|(i, b)| self.node(b, &format!("{here}/{i}"), depth + 1))
                         .collect();
                     if k == "oneOf" {
-                        self.notes.push(format!(
-                            "{here}: declared as anyOf (strict mode has no oneOf; vak's schema stage enforces neither)"
-                        ));
+                        if exclusive(branches, self.root, &mut self.budget) {
+                            self.notes.push(format!(
+                                "{here}: declared as anyOf (strict mode has no oneOf): its alternatives exclude each other, so it says the same"
+                            ));
+                        } else {
+                            self.reasons.push(format!(
+                                "{here}: alternatives that may overlap; strict mode has only anyOf, which would allow a value that matches two (vak's schema stage refuses it)"
+                            ));
+                        }
                     }
                     out.insert("anyOf".into(), Value::Array(converted));
                 }
@@ -397,7 +408,8 @@ fn types_of(o: &Map<String, Value>) -> Option<Vec<&str>> {
 }
 
 /// Whether `null` is valid against `s` (its `type`, `enum`, `const`, `$ref`, `anyOf`, `oneOf`,
-/// `allOf`), read as JSON Schema reads it, so as the schema stage and the tool's types both do.
+/// `allOf`; the other assertions do not apply to null), read as JSON Schema reads it, so as the
+/// schema stage and the tool's types both do.
 /// Each node visited spends one of `budget`; with none left the answer is no (the caller then
 /// declares the tool non-strict).
 fn accepts_null(s: &Value, root: &Value, depth: usize, budget: &mut usize) -> bool {
@@ -448,7 +460,9 @@ fn accepts_null(s: &Value, root: &Value, depth: usize, budget: &mut usize) -> bo
     {
         return false;
     }
-    true
+    // `not` is not read: no is the answer that costs nothing but strictness (and strict mode
+    // has no `not`, so the tool is declared non-strict anyway).
+    !o.contains_key("not")
 }
 
 /// The admitted schema for Gemini's `parametersJsonSchema` (JSON Schema, where Gemini's older
@@ -456,215 +470,94 @@ fn accepts_null(s: &Value, root: &Value, depth: usize, budget: &mut usize) -> bo
 /// `$schema` left out, `const` written as a one-member `enum` (Gemini documents `enum`, for
 /// strings and numbers, and no `const`).
 fn gemini_schema(s: &Value, at: &str, notes: &mut Vec<String>) -> Value {
-    gemini_node(s, at, notes, 0)
+    let mut walk = Gemini {
+        root: s,
+        notes,
+        budget: MAX_STRICT_NODES,
+    };
+    walk.node(s, at, 0)
 }
 
-fn gemini_node(s: &Value, at: &str, notes: &mut Vec<String>, depth: usize) -> Value {
-    let Value::Object(o) = s else {
-        return s.clone();
-    };
-    if depth > MAX_SCHEMA_DEPTH {
-        notes.push(format!(
-            "{}: nests deeper than {MAX_SCHEMA_DEPTH} levels; passed on as it is",
-            at_or_root(at)
-        ));
-        return s.clone();
-    }
-    let mut out = Map::new();
-    for (k, v) in o {
-        let here = format!("{at}/{k}");
-        match k.as_str() {
-            "$schema" => {}
-            "const" if v.is_string() || v.is_number() => {
-                out.insert("enum".into(), Value::Array(vec![v.clone()]));
-            }
-            "const" | "enum" => {
-                let members = if k == "const" {
-                    std::slice::from_ref(v)
-                } else {
-                    v.as_array().map(Vec::as_slice).unwrap_or_default()
-                };
-                if members.iter().any(|m| !(m.is_string() || m.is_number())) {
-                    notes.push(format!(
-                        "{here}: has members other than strings and numbers, which Gemini documents no support for"
-                    ));
+struct Gemini<'a> {
+    root: &'a Value,
+    notes: &'a mut Vec<String>,
+    /// Subschema pairs left to compare, reading `oneOf`s' alternatives.
+    budget: usize,
+}
+
+impl Gemini<'_> {
+    fn node(&mut self, s: &Value, at: &str, depth: usize) -> Value {
+        let Value::Object(o) = s else {
+            return s.clone();
+        };
+        if depth > MAX_SCHEMA_DEPTH {
+            self.notes.push(format!(
+                "{}: nests deeper than {MAX_SCHEMA_DEPTH} levels; passed on as it is",
+                at_or_root(at)
+            ));
+            return s.clone();
+        }
+        let mut out = Map::new();
+        for (k, v) in o {
+            let here = format!("{at}/{k}");
+            match k.as_str() {
+                "$schema" => {}
+                "const" if v.is_string() || v.is_number() => {
+                    out.insert("enum".into(), Value::Array(vec![v.clone()]));
                 }
-                out.insert(k.clone(), v.clone());
-            }
-            // Keywords whose value is a schema, or a map or list of schemas.
-            "items" | "additionalProperties" | "not" => {
-                out.insert(k.clone(), gemini_node(v, &here, notes, depth + 1));
-            }
-            "properties" | "$defs" | "definitions" | "patternProperties" => {
-                let converted = v.as_object().map(|m| {
-                    m.iter()
-                        .map(|(n, sub)| {
-                            let child = format!("{here}/{}", escape(n));
-                            (n.clone(), gemini_node(sub, &child, notes, depth + 1))
-                        })
-                        .collect::<Map<_, _>>()
-                });
-                out.insert(
-                    k.clone(),
-                    converted.map_or_else(|| v.clone(), Value::Object),
-                );
-            }
-            "anyOf" | "oneOf" | "allOf" | "prefixItems" => {
-                let converted = v.as_array().map(|bs| {
-                    bs.iter()
-                        .enumerate()
-                        .map(|(i, b)| gemini_node(b, &format!("{here}/{i}"), notes, depth + 1))
-                        .collect::<Vec<_>>()
-                });
-                out.insert(k.clone(), converted.map_or_else(|| v.clone(), Value::Array));
-            }
-            _ => {
-                out.insert(k.clone(), v.clone());
+                "const" | "enum" => {
+                    let members = if k == "const" {
+                        std::slice::from_ref(v)
+                    } else {
+                        v.as_array().map(Vec::as_slice).unwrap_or_default()
+                    };
+                    if members.iter().any(|m| !(m.is_string() || m.is_number())) {
+                        self.notes.push(format!(
+                            "{here}: has members other than strings and numbers, which Gemini documents no support for"
+                        ));
+                    }
+                    out.insert(k.clone(), v.clone());
+                }
+                // Keywords whose value is a schema, or a map or list of schemas.
+                "items" | "additionalProperties" | "not" => {
+                    out.insert(k.clone(), self.node(v, &here, depth + 1));
+                }
+                "properties" | "$defs" | "definitions" | "patternProperties" => {
+                    let converted = v.as_object().map(|m| {
+                        m.iter()
+                            .map(|(n, sub)| {
+                                let child = format!("{here}/{}", escape(n));
+                                (n.clone(), self.node(sub, &child, depth + 1))
+                            })
+                            .collect::<Map<_, _>>()
+                    });
+                    out.insert(
+                        k.clone(),
+                        converted.map_or_else(|| v.clone(), Value::Object),
+                    );
+                }
+                "anyOf" | "oneOf" | "allOf" | "prefixItems" => {
+                    let converted = v.as_array().map(|bs| {
+                        if k == "oneOf" && !exclusive(bs, self.root, &mut self.budget) {
+                            self.notes.push(format!(
+                                "{here}: alternatives that may overlap; Gemini reads oneOf as anyOf, so it may send a value that matches two, which vak's schema stage refuses"
+                            ));
+                        }
+                        bs.iter()
+                            .enumerate()
+                            .map(|(i, b)| self.node(b, &format!("{here}/{i}"), depth + 1))
+                            .collect::<Vec<_>>()
+                    });
+                    out.insert(k.clone(), converted.map_or_else(|| v.clone(), Value::Array));
+                }
+                _ => {
+                    out.insert(k.clone(), v.clone());
+                }
             }
         }
+        Value::Object(out)
     }
-    Value::Object(out)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn stats() -> Value {
-        json!({"$schema":"x","title":"Args","type":"object","additionalProperties":false,
-            "properties":{"values":{"type":"array","items":{"type":"number","format":"double"}},
-                "unit":{"type":["string","null"],"default":null}},
-            "required":["values"]})
-    }
-
-    #[test]
-    fn nullable_optional_properties_stay_strict_and_are_required() {
-        let d = declaration(Provider::OpenAiChat, "stats", "d", &stats());
-        assert!(d.strict, "{:?}", d.notes);
-        let p = &d.entry["function"]["parameters"];
-        assert_eq!(d.entry["function"]["strict"], true);
-        assert_eq!(p["required"], json!(["values", "unit"]));
-        assert_eq!(p["additionalProperties"], false);
-        assert_eq!(p["properties"]["unit"]["type"], json!(["string", "null"]));
-        assert!(
-            p.get("$schema").is_none()
-                && p["properties"]["values"]["items"].get("format").is_none()
-        );
-        assert!(
-            d.notes
-                .iter()
-                .any(|n| n.contains("/properties/unit") && n.contains("null"))
-        );
-        assert!(
-            d.notes.iter().any(|n| n.contains("format")),
-            "{:?}",
-            d.notes
-        );
-    }
-
-    #[test]
-    fn an_optional_field_that_refuses_null_is_declared_non_strict() {
-        // `#[serde(default)] upper: bool`: a strict model would have to send `"upper": null`,
-        // which the schema stage refuses.
-        let schema = json!({"type":"object","additionalProperties":false,
-            "properties":{"text":{"type":"string"},"upper":{"type":"boolean","default":false}},
-            "required":["text"]});
-        let d = declaration(Provider::OpenAiResponses, "t", "d", &schema);
-        assert!(!d.strict);
-        assert_eq!(d.entry["strict"], false);
-        assert_eq!(
-            d.entry["parameters"], schema,
-            "the admitted schema, unchanged"
-        );
-        assert!(
-            d.notes
-                .iter()
-                .any(|n| n.starts_with("declared non-strict") && n.contains("/properties/upper")),
-            "{:?}",
-            d.notes
-        );
-    }
-
-    #[test]
-    fn strict_recurses_into_any_of_items_and_defs() {
-        // A Rust enum with data, as schemars writes it: the variants' objects get every
-        // property required and no extra ones; uint8's format and bounds are left out.
-        let schema = json!({"type":"object","additionalProperties":false,
-            "properties":{"shape":{"$ref":"#/$defs/Shape","description":"d"},
-                "sizes":{"type":"array","items":{"type":"integer","format":"uint8","minimum":0,"maximum":255}}},
-            "required":["shape","sizes"],
-            "$defs":{"Shape":{"oneOf":[
-                {"type":"string","const":"Point"},
-                {"type":"object","properties":{"Circle":{"type":"object","properties":{"r":{"type":"number"}},"required":["r"],"additionalProperties":false}},
-                 "required":["Circle"],"additionalProperties":false}]}}});
-        let d = declaration(Provider::OpenAiChat, "t", "d", &schema);
-        assert!(d.strict, "{:?}", d.notes);
-        let p = &d.entry["function"]["parameters"];
-        let shape = &p["properties"]["shape"];
-        assert_eq!(shape["anyOf"][1]["additionalProperties"], false);
-        assert_eq!(
-            shape["anyOf"][1]["properties"]["Circle"]["required"],
-            json!(["r"])
-        );
-        assert_eq!(p["properties"]["sizes"]["items"], json!({"type":"integer"}));
-        assert!(p["$defs"]["Shape"]["anyOf"].is_array());
-        // A variant with an optional field cannot be strict.
-        let mut loose = schema.clone();
-        loose["$defs"]["Shape"]["oneOf"][1]["properties"]["Circle"]["required"] = json!([]);
-        let d = declaration(Provider::OpenAiChat, "t", "d", &loose);
-        assert!(!d.strict);
-        assert!(
-            d.notes.iter().any(|n| n.contains("/properties/r")),
-            "{:?}",
-            d.notes
-        );
-    }
-
-    #[test]
-    fn inlining_refs_is_bounded() {
-        // Each definition uses the next twice, each use with a description beside its `$ref`:
-        // inlined, 2^40 nodes. The conversion stops at its budget and declares it non-strict.
-        let mut defs = Map::new();
-        for i in 0..40 {
-            let next = json!({"$ref": format!("#/$defs/D{}", i + 1), "description": "d"});
-            defs.insert(
-                format!("D{i}"),
-                json!({"type":"object","additionalProperties":false,
-                    "properties":{"a": next.clone(), "b": next},"required":["a","b"]}),
-            );
-        }
-        defs.insert("D40".into(), json!({"type": "string"}));
-        let schema = json!({"type":"object","additionalProperties":false,
-            "properties":{"root":{"$ref":"#/$defs/D0"}},"required":["root"],"$defs": defs});
-        let started = std::time::Instant::now();
-        let d = declaration(Provider::OpenAiChat, "t", "d", &schema);
-        assert!(!d.strict);
-        assert!(
-            d.notes.iter().any(|n| n.contains("more than")),
-            "{:?}",
-            d.notes
-        );
-        assert!(started.elapsed() < std::time::Duration::from_secs(5));
-    }
-
-    #[test]
-    fn gemini_keeps_any_of_and_additional_properties() {
-        let schema = json!({"$schema":"x","type":"object","additionalProperties":false,
-            "properties":{"v":{"anyOf":[{"type":"integer"},{"type":"null"}]},"k":{"const":"a"}},"required":["k"]});
-        let d = declaration(Provider::Gemini, "t", "d", &schema);
-        let s = &d.entry["parametersJsonSchema"];
-        assert_eq!(s["properties"]["v"], schema["properties"]["v"]);
-        assert_eq!(s["additionalProperties"], false);
-        assert_eq!(s["properties"]["k"], json!({"enum":["a"]}));
-        assert!(
-            s.get("$schema").is_none() && d.notes.is_empty(),
-            "{:?}",
-            d.notes
-        );
-        assert_eq!(
-            request_tools(Provider::Gemini, vec![d.entry.clone()])["tools"][0]["functionDeclarations"]
-                [0],
-            d.entry
-        );
-    }
-}
+mod tests;

@@ -2,6 +2,7 @@
 //! later stage has passed; here it only has to be a well-formed call of a known tool.
 
 pub mod declarations;
+mod overlap;
 pub mod providers;
 pub mod strict;
 

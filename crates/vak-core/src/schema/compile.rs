@@ -1,5 +1,6 @@
 //! Compiling an admitted schema once: every subschema a node, `$ref`s resolved to nodes (local
-//! pointers only), keywords outside the subset listed as not enforced.
+//! pointers only), keywords outside the subset listed as not enforced, and a chain of
+//! subschemas applied in place (`$ref`, `allOf`, `anyOf`, `oneOf`, `not`) that loops refused.
 
 use super::*;
 
@@ -40,6 +41,36 @@ fn malformed(pointer: &str, message: impl Into<String>) -> SchemaCompileError {
 }
 
 impl<'a> Compiler<'a> {
+    /// Compile a subschema its parent applies, counting the way in (a node with several may be
+    /// remembered: `ways.rs`).
+    fn child(&mut self, schema: &'a Value, location: String) -> Result<NodeId, SchemaCompileError> {
+        let id = self.compile(schema, location)?;
+        self.nodes[id].incoming += 1;
+        Ok(id)
+    }
+
+    /// Compile each subschema of a list keyword (`prefixItems` and the applicators).
+    fn children(
+        &mut self,
+        key: &str,
+        value: &'a Value,
+        at: &str,
+    ) -> Result<Vec<NodeId>, SchemaCompileError> {
+        let list = value
+            .as_array()
+            .ok_or_else(|| malformed(at, format!("`{key}` must be an array of schemas")))?;
+        if list.is_empty() && key != "prefixItems" {
+            return Err(malformed(
+                at,
+                format!("`{key}` must list at least one schema"),
+            ));
+        }
+        list.iter()
+            .enumerate()
+            .map(|(i, sub)| self.child(sub, format!("{at}/{i}")))
+            .collect()
+    }
+
     fn compile(
         &mut self,
         schema: &'a Value,
@@ -50,6 +81,7 @@ impl<'a> Compiler<'a> {
         }
         let id = self.nodes.len();
         self.nodes.push(Node {
+            id,
             location: location.clone(),
             ..Node::default()
         });
@@ -70,9 +102,12 @@ impl<'a> Compiler<'a> {
             }
         };
         let mut node = Node {
+            id,
             location: location.clone(),
             ..Node::default()
         };
+        let mut checks = Checks::default();
+        let mut has_checks = false;
         for (key, value) in obj {
             let at = format!("{location}/{}", escape(key));
             match key.as_str() {
@@ -82,7 +117,7 @@ impl<'a> Compiler<'a> {
                         .as_object()
                         .ok_or_else(|| malformed(&at, "`properties` must be an object"))?;
                     for (name, sub) in props {
-                        let child = self.compile(sub, format!("{at}/{}", escape(name)))?;
+                        let child = self.child(sub, format!("{at}/{}", escape(name)))?;
                         node.properties.push((name.clone(), child));
                     }
                 }
@@ -98,7 +133,7 @@ impl<'a> Compiler<'a> {
                         node.required.push((name.to_string(), message));
                     }
                 }
-                "additionalProperties" => node.additional = Some(self.compile(value, at)?),
+                "additionalProperties" => node.additional = Some(self.child(value, at)?),
                 "enum" => {
                     let list = value
                         .as_array()
@@ -108,11 +143,25 @@ impl<'a> Compiler<'a> {
                 "const" => node.constant = Some(value.clone()),
                 "items" => {
                     if value.is_array() {
-                        // The draft-07 tuple form is `prefixItems` in 2020-12: outside the subset.
+                        // The draft-07 tuple form, which 2020-12 writes `prefixItems`: not read.
                         self.not_enforced.push(at);
                     } else {
-                        node.items = Some(self.compile(value, at)?);
+                        node.items = Some(self.child(value, at)?);
                     }
+                }
+                "prefixItems" => node.prefix = self.children(key, value, &at)?,
+                "allOf" | "anyOf" | "oneOf" => {
+                    let branches = self.children(key, value, &at)?;
+                    has_checks = true;
+                    match key.as_str() {
+                        "allOf" => checks.all_of = branches,
+                        "anyOf" => checks.any_of = branches,
+                        _ => checks.one_of = branches,
+                    }
+                }
+                "not" => {
+                    checks.not = Some(self.child(value, at)?);
+                    has_checks = true;
                 }
                 "$ref" => {
                     let reference = value
@@ -129,12 +178,18 @@ impl<'a> Compiler<'a> {
                     }
                 }
                 k if ANNOTATIONS.contains(&k) => {}
+                k if checks.assertion(k, value, &at)? => has_checks = true,
                 _ => self.not_enforced.push(at),
             }
         }
         debug_assert!(ENFORCED.iter().all(|k| !ANNOTATIONS.contains(k)));
-        let reference = self.nodes[id].reference;
-        self.nodes[id] = Node { reference, ..node };
+        node.checks = has_checks.then(|| Box::new(checks));
+        let (reference, incoming) = (self.nodes[id].reference, self.nodes[id].incoming);
+        self.nodes[id] = Node {
+            reference,
+            incoming,
+            ..node
+        };
         Ok(id)
     }
 
@@ -226,25 +281,17 @@ impl CompiledSchema {
         while let Some((node, pointer, reference)) = c.pending_refs.pop() {
             let target = c.resolve(&pointer, &reference)?;
             c.nodes[node].reference = Some(target);
+            c.nodes[target].incoming += 1;
         }
-        // A chain of `$ref`s that comes back to where it started never reaches a value.
-        for start in 0..c.nodes.len() {
-            let mut at = start;
-            for _ in 0..=c.nodes.len() {
-                match c.nodes[at].reference {
-                    Some(next) if next == start => {
-                        return Err(SchemaCompileError::RefCycle {
-                            pointer: format!("{}/$ref", c.nodes[start].location),
-                            reference: format!("#{}", c.nodes[next].location),
-                        });
-                    }
-                    Some(next) => at = next,
-                    None => break,
-                }
-            }
+        if let Some((from, to)) = in_place_cycle(&c.nodes) {
+            return Err(SchemaCompileError::RefCycle {
+                pointer: format!("{}/$ref", c.nodes[from].location),
+                reference: format!("#{}", c.nodes[to].location),
+            });
         }
-        for node in &mut c.nodes {
-            node.classify();
+        let may_meet = ways::may_meet(&c.nodes);
+        for (node, may_meet) in c.nodes.iter_mut().zip(may_meet) {
+            node.classify(may_meet);
         }
         let leaves: Vec<(Types, bool)> = c
             .nodes
@@ -258,8 +305,66 @@ impl CompiledSchema {
         not_enforced.sort();
         not_enforced.dedup();
         Ok(CompiledSchema {
+            remembers: c.nodes.iter().any(|n| n.remember),
             nodes: c.nodes,
             not_enforced,
         })
     }
+}
+
+/// The subschemas `node` applies to the same value: its `$ref`, and its applicators' branches.
+fn in_place(node: &Node) -> impl Iterator<Item = NodeId> + '_ {
+    let checks = node.checks.as_deref();
+    node.reference
+        .into_iter()
+        .chain(checks.into_iter().flat_map(|c| {
+            let branches = c.all_of.iter().chain(&c.any_of).chain(&c.one_of);
+            branches.copied().chain(c.not)
+        }))
+}
+
+/// A chain of subschemas applied in place that comes back to where it started never reaches a
+/// value (and a walk along it would never end): the `$ref` on such a cycle, as (its node, its
+/// target). The schema document is a tree, so every cycle has one. Depth first over the
+/// in-place edges, with an explicit stack: linear in the schema's size.
+fn in_place_cycle(nodes: &[Node]) -> Option<(NodeId, NodeId)> {
+    const NEW: u8 = 0;
+    const OPEN: u8 = 1;
+    const DONE: u8 = 2;
+    let mut state = vec![NEW; nodes.len()];
+    for start in 0..nodes.len() {
+        if state[start] != NEW {
+            continue;
+        }
+        // Each frame: a node, and its in-place successors not yet followed.
+        let mut stack: Vec<(NodeId, Vec<NodeId>)> =
+            vec![(start, in_place(&nodes[start]).collect())];
+        state[start] = OPEN;
+        while let Some((at, next)) = stack.last_mut() {
+            let at = *at;
+            let Some(to) = next.pop() else {
+                state[at] = DONE;
+                stack.pop();
+                continue;
+            };
+            match state[to] {
+                NEW => {
+                    state[to] = OPEN;
+                    stack.push((to, in_place(&nodes[to]).collect()));
+                }
+                OPEN => {
+                    // The cycle: the frames from `to` up to `at`, then back to `to`.
+                    let from = stack.iter().position(|(n, _)| *n == to).unwrap_or(0);
+                    let path: Vec<NodeId> = stack[from..].iter().map(|(n, _)| *n).collect();
+                    let edges = path.iter().zip(path.iter().skip(1).chain([&to]));
+                    let reference = edges
+                        .map(|(&a, &b)| (a, b))
+                        .find(|&(a, b)| nodes[a].reference == Some(b));
+                    return Some(reference.unwrap_or((at, to)));
+                }
+                _ => {}
+            }
+        }
+    }
+    None
 }

@@ -1,23 +1,111 @@
 //! Validating a value against a compiled schema: a fast yes/no walk, and on refusal a second
 //! walk that lists every violation with its pointers.
+//!
+//! Cost: the fast pass checks each subschema at most once against each value of the arguments,
+//! however `$ref`s and applicators nest, so it costs at most subschemas × values checks. A
+//! subschema with a single way in is reached at most once per value, by induction (a chain of
+//! subschemas applied in place that loops is refused at compile time, so every loop descends
+//! into the value). One with several ways in (a `$ref` target used twice) is remembered per
+//! value (a memo, [`Remembered`]), unless the compiler can tell that its ways in never meet at
+//! one value (`ways.rs`: they descend by different names, say), so a schema that only reuses
+//! its definitions pays nothing for the memo. An applicator checks each of its branches once
+//! per value. On refusal, the pass that names violations (`report.rs`) walks down only where the
+//! fast pass refuses, asking the fast pass (and its memo) about each subschema it may descend
+//! into, and says what a subschema reached several ways has to say once. It looks into an
+//! `anyOf`/`oneOf`'s branches only to name the closest one's first violation: a walk that stops
+//! there and looks into no `anyOf`/`oneOf` branches below it, so such walks never nest.
 
-use super::compile::push_token;
+use super::keywords::numbers_equal;
+use super::report::{Path, Validation};
 use super::*;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// What the fast pass remembers of subschemas reached from more than one place.
+pub(super) trait Memo {
+    fn recall(&mut self, node: NodeId, value: &Value) -> Option<bool>;
+    fn store(&mut self, node: NodeId, value: &Value, valid: bool);
+}
+
+/// For a schema with no node to remember: nothing is kept, at no cost.
+pub(super) struct NoMemo;
+
+impl Memo for NoMemo {
+    #[inline(always)]
+    fn recall(&mut self, _: NodeId, _: &Value) -> Option<bool> {
+        None
+    }
+
+    #[inline(always)]
+    fn store(&mut self, _: NodeId, _: &Value, _: bool) {}
+}
+
+/// A value of the arguments is named by its address: the arguments are borrowed, unchanged,
+/// for the whole validation, and no two of their values share one.
+pub(super) fn address(value: &Value) -> usize {
+    std::ptr::from_ref(value) as usize
+}
+
+/// (node, value) → valid: at most one entry for each pair the walk reaches (so it grows no
+/// faster than the walk's own work), allocated only when a remembered node is reached.
+#[derive(Default)]
+pub(super) struct Remembered(HashMap<(NodeId, usize), bool, BuildHasherDefault<PairHasher>>);
+
+impl Memo for Remembered {
+    fn recall(&mut self, node: NodeId, value: &Value) -> Option<bool> {
+        self.0.get(&(node, address(value))).copied()
+    }
+
+    fn store(&mut self, node: NodeId, value: &Value, valid: bool) {
+        self.0.insert((node, address(value)), valid);
+    }
+}
+
+/// A hash of a (node, address) pair: both are the host's own numbers, not the sender's, so a
+/// multiply and a fold spread them well enough.
+#[derive(Default)]
+pub(super) struct PairHasher(u64);
+
+impl Hasher for PairHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        let product = u128::from(self.0 ^ n) * 0x9e37_79b9_7f4a_7c15;
+        self.0 = (product as u64) ^ ((product >> 64) as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 impl CompiledSchema {
-    /// Whether `instance` is valid: a pass that builds no pointer and allocates nothing, and
-    /// stops at the first violation.
+    /// Whether `instance` is valid: a pass that builds no pointer and allocates nothing (but a
+    /// memo, for a schema that reaches one subschema from two places), and stops at the first
+    /// violation.
     pub fn is_valid(&self, instance: &Value) -> bool {
-        self.valid(0, instance)
+        if self.remembers {
+            self.valid(0, instance, &mut Remembered::default())
+        } else {
+            self.valid(0, instance, &mut NoMemo)
+        }
     }
 
     /// The check every subschema starts with, inlined where it is called: most leaves only
     /// check a type, and are decided here without a call.
     #[inline(always)]
-    fn valid(&self, id: NodeId, value: &Value) -> bool {
+    pub(super) fn valid<M: Memo>(&self, id: NodeId, value: &Value, memo: &mut M) -> bool {
         let node = &self.nodes[id];
         // The `false` schema has no types: this refuses it too.
-        node.types.matches(value) && (node.shape == Shape::Types || self.valid_rest(node, value))
+        node.types.matches(value)
+            && (node.shape == Shape::Types || self.valid_rest(node, value, memo))
     }
 
     /// `enum` and `const`.
@@ -32,24 +120,43 @@ impl CompiledSchema {
     /// Everything but `type`. A small function that only dispatches: each shape's code is its
     /// own function, and a leaf's call does not pay for the registers an object's loop needs.
     #[inline(never)]
-    fn valid_rest(&self, node: &Node, value: &Value) -> bool {
+    pub(super) fn valid_rest<M: Memo>(&self, node: &Node, value: &Value, memo: &mut M) -> bool {
         if node.shape == Shape::Values {
             self.valid_value(node, value)
         } else if node.shape == Shape::Object {
             match value {
-                Value::Object(map) => self.valid_object(node, map),
+                Value::Object(map) => self.valid_object(node, map, memo),
                 _ => true,
             }
         } else {
             // `General`, or `Types` (which it passes: it finds nothing else to check).
-            self.valid_general(node, value)
+            self.valid_general(node, value, memo)
         }
     }
 
     #[inline(never)]
-    fn valid_general(&self, node: &Node, value: &Value) -> bool {
+    fn valid_general<M: Memo>(&self, node: &Node, value: &Value, memo: &mut M) -> bool {
+        if node.remember {
+            return self.valid_remembered(node, value, memo);
+        }
+        self.valid_keywords(node, value, memo)
+    }
+
+    #[inline(never)]
+    fn valid_remembered<M: Memo>(&self, node: &Node, value: &Value, memo: &mut M) -> bool {
+        if let Some(valid) = memo.recall(node.id, value) {
+            return valid;
+        }
+        let valid = self.valid_keywords(node, value, memo);
+        memo.store(node.id, value, valid);
+        valid
+    }
+
+    /// Every keyword of a `General` node but `type`.
+    #[inline(always)]
+    fn valid_keywords<M: Memo>(&self, node: &Node, value: &Value, memo: &mut M) -> bool {
         if let Some(target) = node.reference
-            && !self.valid(target, value)
+            && !self.valid(target, value, memo)
         {
             return false;
         }
@@ -64,20 +171,63 @@ impl CompiledSchema {
         {
             return false;
         }
-        match value {
-            Value::Object(map) => !node.object_rules || self.valid_object(node, map),
-            Value::Array(list) => match node.items {
-                Some(items) => list.iter().all(|item| self.valid(items, item)),
+        let structure = match value {
+            Value::Object(map) => !node.object_rules || self.valid_object(node, map, memo),
+            Value::Array(list) if node.prefix.is_empty() => match node.items {
+                Some(items) => list.iter().all(|item| self.valid(items, item, memo)),
                 None => true,
             },
+            Value::Array(list) => {
+                let (head, rest) = list.split_at(node.prefix.len().min(list.len()));
+                head.iter()
+                    .zip(&node.prefix)
+                    .all(|(item, &p)| self.valid(p, item, memo))
+                    && node
+                        .items
+                        .is_none_or(|items| rest.iter().all(|item| self.valid(items, item, memo)))
+            }
             _ => true,
+        };
+        structure
+            && node
+                .checks
+                .as_deref()
+                .is_none_or(|c| self.valid_checks(c, value, memo))
+    }
+
+    /// The assertions of [`Checks`], then each applicator's branches, each checked once.
+    fn valid_checks<M: Memo>(&self, c: &Checks, value: &Value, memo: &mut M) -> bool {
+        c.holds(value)
+            && c.all_of.iter().all(|&b| self.valid(b, value, memo))
+            && (c.any_of.is_empty() || c.any_of.iter().any(|&b| self.valid(b, value, memo)))
+            && (c.one_of.is_empty() || self.matching(&c.one_of, value, memo, 2) == 1)
+            && c.not.is_none_or(|b| !self.valid(b, value, memo))
+    }
+
+    /// How many of `branches` `value` matches, counting up to `enough`.
+    fn matching<M: Memo>(
+        &self,
+        branches: &[NodeId],
+        value: &Value,
+        memo: &mut M,
+        enough: usize,
+    ) -> usize {
+        let mut n = 0;
+        for &b in branches {
+            if self.valid(b, value, memo) {
+                n += 1;
+                if n == enough {
+                    break;
+                }
+            }
         }
+        n
     }
 
     /// One pass over the instance's properties (never a lookup of each schema name in the
     /// instance): every key finds its entry, and the required ones are counted as they pass.
     #[inline(never)]
-    fn valid_object(&self, node: &Node, map: &Map<String, Value>) -> bool {
+    fn valid_object<M: Memo>(&self, node: &Node, map: &Map<String, Value>, memo: &mut M) -> bool {
         if map.len() < node.required_count {
             return false;
         }
@@ -85,19 +235,20 @@ impl CompiledSchema {
         let entries = &node.entries;
         match &entries.table {
             Some(table) => {
-                self.valid_properties(node, map, |name, _| table.find(&entries.list, name))
+                self.valid_properties(node, map, memo, |name, _| table.find(&entries.list, name))
             }
-            None => self.valid_properties(node, map, |name, next| {
+            None => self.valid_properties(node, map, memo, |name, next| {
                 entries.guess(name, next).map(|e| &e.rule)
             }),
         }
     }
 
     #[inline(always)]
-    fn valid_properties<'n>(
+    fn valid_properties<'n, M: Memo>(
         &self,
         node: &'n Node,
         map: &Map<String, Value>,
+        memo: &mut M,
         find: impl Fn(&str, &mut usize) -> Option<&'n Rule>,
     ) -> bool {
         let (mut next, mut required) = (0, 0);
@@ -109,7 +260,7 @@ impl CompiledSchema {
                 && (rule.leaf
                     || rule
                         .target
-                        .is_none_or(|t| self.valid_rest(&self.nodes[t], value))))
+                        .is_none_or(|t| self.valid_rest(&self.nodes[t], value, memo))))
             {
                 return false;
             }
@@ -121,20 +272,26 @@ impl CompiledSchema {
     /// A valid value is decided by the fast [`CompiledSchema::is_valid`] pass; only an invalid
     /// one pays for the pass that names every violation with its pointers.
     pub fn validate_value(&self, instance: &Value) -> Result<(), SchemaError> {
-        if self.is_valid(instance) {
+        // The memo is made only for a schema that keeps one: even empty, it costs the valid
+        // path of a small schema a few percent.
+        if !self.remembers {
+            if self.valid(0, instance, &mut NoMemo) {
+                return Ok(());
+            }
+            return self.violations(instance, Remembered::default());
+        }
+        let mut memo = Remembered::default();
+        if self.valid(0, instance, &mut memo) {
             return Ok(());
         }
-        self.violations(instance)
+        self.violations(instance, memo)
     }
 
     /// The pass that names every violation, kept out of line: the valid path never sets it up.
+    /// It asks the fast pass's memo.
     #[inline(never)]
-    fn violations(&self, instance: &Value) -> Result<(), SchemaError> {
-        let mut v = Validation {
-            schema: self,
-            violations: Vec::new(),
-            more: 0,
-        };
+    fn violations(&self, instance: &Value, memo: Remembered) -> Result<(), SchemaError> {
+        let mut v = Validation::new(self, memo);
         v.node(0, instance, &Path::Root);
         if v.violations.is_empty() {
             Ok(())
@@ -147,225 +304,12 @@ impl CompiledSchema {
     }
 }
 
-/// Where a value is in the instance: a chain of steps back to the root, each on the stack of
-/// the call that took it. It costs nothing to extend; it is written out as a JSON Pointer only
-/// for a violation that is listed.
-#[derive(Clone, Copy)]
-enum Path<'a> {
-    Root,
-    Property(&'a Path<'a>, &'a str),
-    Item(&'a Path<'a>, usize),
-}
-
-impl Path<'_> {
-    fn pointer(&self) -> String {
-        let mut pointer = String::with_capacity(self.estimated_len());
-        self.write(&mut pointer);
-        pointer
-    }
-
-    /// The pointer's length (without escapes, which are rare): one allocation, usually.
-    fn estimated_len(&self) -> usize {
-        match self {
-            Path::Root => 0,
-            Path::Property(parent, name) => parent.estimated_len() + 1 + name.len(),
-            Path::Item(parent, i) => parent.estimated_len() + 1 + digits(*i),
-        }
-    }
-
-    fn write(&self, pointer: &mut String) {
-        match self {
-            Path::Root => {}
-            Path::Property(parent, name) => {
-                parent.write(pointer);
-                push_token(pointer, name);
-            }
-            Path::Item(parent, i) => {
-                parent.write(pointer);
-                pointer.push('/');
-                // The decimal digits, last first (no formatting machinery for a number).
-                let (mut digits, mut at, mut i) = ([0; 20], 20, *i);
-                loop {
-                    at -= 1;
-                    digits[at] = b'0' + (i % 10) as u8;
-                    i /= 10;
-                    if i == 0 {
-                        break;
-                    }
-                }
-                pointer.extend(digits[at..].iter().map(|&d| char::from(d)));
-            }
-        }
-    }
-}
-
-/// `value` as compact JSON (as `{value}` would write it), followed by `rest`: written by the
-/// serializer into one buffer, which `format!` would grow a piece at a time.
-fn value_then(value: &Value, rest: &[&str]) -> String {
-    let mut message = serde_json::to_string(value).unwrap_or_default();
-    message.reserve(rest.iter().map(|s| s.len()).sum());
-    for s in rest {
-        message.push_str(s);
-    }
-    message
-}
-
-fn digits(mut i: usize) -> usize {
-    let mut n = 1;
-    while i >= 10 {
-        i /= 10;
-        n += 1;
-    }
-    n
-}
-
-/// The pass that names violations. It descends only into subschemas the fast pass refuses: a
-/// value the fast pass accepts has no violation to name.
-struct Validation<'s> {
-    schema: &'s CompiledSchema,
-    violations: Vec<Violation>,
-    more: usize,
-}
-
-impl Validation<'_> {
-    /// Record a violation of `node`'s `keyword`; the message is only written if it is listed.
-    fn fail(&mut self, path: &Path, node: &Node, keyword: &str, message: impl FnOnce() -> String) {
-        if self.violations.len() >= MAX_VIOLATIONS {
-            self.more += 1;
-            return;
-        }
-        let mut pointer = String::with_capacity(node.location.len() + 1 + keyword.len());
-        pointer.push_str(&node.location);
-        pointer.push('/');
-        pointer.push_str(keyword);
-        self.record(path, pointer, message());
-    }
-
-    fn record(&mut self, path: &Path, keyword: String, message: String) {
-        if self.violations.len() >= MAX_VIOLATIONS {
-            self.more += 1;
-            return;
-        }
-        self.violations.push(Violation {
-            instance: path.pointer(),
-            keyword,
-            message,
-        });
-    }
-
-    /// Whether the subschema surely has nothing to report on `value`, by the fast pass. An
-    /// array is not checked first: descending costs no more than the check (each item is
-    /// checked before it is descended into), and an invalid array is not walked twice.
-    #[inline(always)]
-    fn clean(&self, id: NodeId, value: &Value) -> bool {
-        let node = &self.schema.nodes[id];
-        node.types.matches(value)
-            && (node.shape == Shape::Types
-                || (!value.is_array() && self.schema.valid_rest(node, value)))
-    }
-
-    fn node(&mut self, id: NodeId, value: &Value, path: &Path) {
-        let schema = self.schema;
-        let node = &schema.nodes[id];
-        if node.reject_all {
-            self.record(
-                path,
-                node.location.clone(),
-                "no value is allowed here".into(),
-            );
-            return;
-        }
-        if let Some(target) = node.reference
-            && !self.clean(target, value)
-        {
-            self.node(target, value, path);
-        }
-        if !node.types.matches(value) {
-            self.fail(path, node, "type", || {
-                let found = json_type_name(value);
-                let mut message = String::with_capacity(17 + node.types_text.len() + found.len());
-                message.push_str("expected ");
-                message.push_str(&node.types_text);
-                message.push_str(", found ");
-                message.push_str(found);
-                message
-            });
-        }
-        if let Some(allowed) = &node.enumeration
-            && !allowed.contains(value)
-        {
-            self.fail(path, node, "enum", || {
-                value_then(value, &[" is not one of ", &allowed.text])
-            });
-        }
-        if let Some(c) = &node.constant
-            && !json_equal(c, value)
-        {
-            self.fail(path, node, "const", || {
-                value_then(value, &[" is not the required value ", &c.to_string()])
-            });
-        }
-        match value {
-            Value::Object(map) => self.object(node, map, path),
-            Value::Array(list) => {
-                if let Some(items) = node.items {
-                    for (i, item) in list.iter().enumerate() {
-                        if !self.clean(items, item) {
-                            self.node(items, item, &Path::Item(path, i));
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn object(&mut self, node: &Node, map: &Map<String, Value>, path: &Path) {
-        // Each required name is looked up only if one is missing; whether one is, is counted as
-        // in the fast pass, unless the object has many more keys than the names to look up.
-        if !node.required.is_empty()
-            && (map.len() > 8 * node.required.len() || !node.has_required(map))
-        {
-            for (name, message) in &node.required {
-                if !map.contains_key(name) {
-                    self.fail(path, node, "required", || message.clone());
-                }
-            }
-        }
-        let schema = self.schema;
-        let mut next = 0;
-        for (name, value) in map {
-            let rule = node.entries.find(name, &mut next).unwrap_or(&node.other);
-            let (Some(target), declared) = (rule.target, rule.declared) else {
-                continue;
-            };
-            if self.clean(target, value) {
-                continue;
-            }
-            let path = Path::Property(path, name);
-            if !declared && schema.nodes[target].reject_all {
-                // Name the keyword and the property: clearer than "no value is allowed here".
-                self.fail(&path, node, "additionalProperties", || {
-                    format!("the property {name:?} is not allowed")
-                });
-            } else {
-                self.node(target, value, &path);
-            }
-        }
-    }
-}
-
 /// JSON equality as JSON Schema defines it: numbers by value (`1` equals `1.0`), objects
 /// regardless of key order.
 pub fn json_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
-                (Some(i), Some(j), _, _) => i == j,
-                (_, _, Some(i), Some(j)) => i == j,
-                _ => x.as_f64() == y.as_f64(),
-            }
-        }
+        // Exactly: 2^53 + 1 is not the float 2^53 (an f64 comparison would say it is).
+        (Value::Number(x), Value::Number(y)) => numbers_equal(x, y),
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b))
         }
