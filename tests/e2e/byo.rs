@@ -237,6 +237,21 @@ async fn filesystem_rs_reads_inside_its_root_and_nothing_outside() {
     )
     .await;
     assert_eq!(text(&read), "inside the root");
+    assert!(
+        listed
+            .receipts
+            .iter()
+            .any(|r| r.operation == "wasi:filesystem read-directory" && r.ok),
+        "a receipt of the listing: {listed:#?}"
+    );
+    // The file opened is witnessed, by the path the guest reached it by.
+    let opened = read
+        .receipts
+        .iter()
+        .find(|r| r.operation == "wasi:filesystem open")
+        .expect("a receipt of the open");
+    assert_eq!(opened.request["path"], format!("{root_text}/notes.txt"));
+    assert_eq!(opened.request["write"], false);
 
     for path in [
         format!("{root_text}/../secret.txt"),

@@ -125,6 +125,7 @@ impl Linkers {
         }
         let mut linker = Linker::new(engine);
         add_locked_down_wasi(&mut linker)?;
+        crate::capabilities::workspace::wasi::link(&mut linker, CallState::witnessed_fs)?;
         crate::capabilities::environment::link_config(&mut linker, CallState::config)?;
         if http {
             wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;

@@ -32,6 +32,8 @@ pub struct CallState {
     pub(crate) config: Vec<(String, String)>,
     /// A foreign component's `wasi:http`: requests go to the call's broker.
     pub(crate) http: Option<ForeignHttp>,
+    /// A foreign component's open descriptors, by handle: the paths its receipts name.
+    pub(crate) paths: std::collections::HashMap<u32, String>,
 }
 
 /// `wasi:http` state of a foreign component's call.
@@ -68,6 +70,7 @@ impl CallState {
             stderr,
             config: Vec::new(),
             http: None,
+            paths: Default::default(),
         }
     }
 
@@ -127,7 +130,20 @@ impl CallState {
             stderr,
             config,
             http,
+            paths: Default::default(),
         })
+    }
+
+    /// The call's `wasi:filesystem`, witnessed (a foreign component's).
+    pub(crate) fn witnessed_fs(&mut self) -> crate::capabilities::workspace::wasi::WitnessedFs<'_> {
+        crate::capabilities::workspace::wasi::WitnessedFs {
+            fs: wasmtime_wasi::filesystem::WasiFilesystemCtxView {
+                ctx: self.wasi.filesystem(),
+                table: &mut self.table,
+            },
+            paths: &mut self.paths,
+            receipts: &self.broker.receipts,
+        }
     }
 
     /// The call's `wasi:config/store`.

@@ -37,21 +37,16 @@
 //! A function's arguments are one object, `{"type":"object","properties":{param: …},
 //! "required":[every param],"additionalProperties":false}`.
 //!
-//! The conversion is exact and never coerces: `"3"` is not a `u8`, nor is `3.0` (an integer type
-//! takes only a JSON number written without fraction or exponent, though JSON Schema's
-//! `integer` would accept `3.0`), nor `256`; a 2-character string is not a `char`; an object
-//! with a key the type does not have, or without a field it has, is refused. Floats are the
+//! The conversion is exact and never coerces: `"3"` is not a `u8`, nor are `3.5` or `256`; a
+//! 2-character string is not a `char`; an object with a key the type does not have, or without
+//! a field it has, is refused. An integer is any JSON number without a fractional part, as JSON
+//! Schema's `integer` says (`3.0` is 3), so that the schema stage, which runs first and
+//! enforces every keyword above, and the conversion agree on every value. Floats are the
 //! exception that cannot be avoided: a JSON number becomes the nearest `f64` (and, for `f32`,
 //! the nearest `f32`; a number beyond `f32`'s range is refused), so digits past a float's
 //! precision are rounded, and an integer past 2^53 given to a float loses its low bits. JSON has
 //! no NaN or infinity: they are never accepted, and a result's NaN or infinity is written as
 //! `null` (so `option<f64>`'s `some(NaN)` reads back as none: the one lossy output).
-//!
-//! vak's own schema stage enforces a subset of these keywords (`type`, `properties`,
-//! `required`, `additionalProperties`, `enum`, `const`, `items`); the rest (`minimum`,
-//! `prefixItems`, `oneOf`, …) are listed as not enforced there and are enforced by [`to_vals`].
-//! That is why a tuple's schema has no `"items": false`: that subset reads `items` as the schema
-//! of every item and would refuse every tuple.
 //!
 //! ## Bounds
 //!

@@ -154,7 +154,7 @@ impl Builder {
                 }
                 let n = prefix.len();
                 // No `"items": false`: min/maxItems already refuse more items, and a validator
-                // without `prefixItems` (vak's own) would read it as "no item at all".
+                // that does not know `prefixItems` would read it as "no item at all".
                 json!({"type": "array", "prefixItems": prefix, "minItems": n, "maxItems": n})
             }
             Type::Record(record) => {

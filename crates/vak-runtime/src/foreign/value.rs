@@ -268,7 +268,11 @@ impl Converter {
         })
     }
 
-    /// A JSON integer in the range of `T`: a number written without fraction or exponent.
+    /// A JSON integer in the range of `T`. As for JSON Schema's `integer` (which the schema
+    /// stage enforces first, so that the two stages agree), a number with no fractional part
+    /// is one, however it is written: `3.0` and `1e2` are the integers 3 and 100. The value
+    /// taken is the one the JSON parser holds (a number written with a fraction or exponent is
+    /// read as an f64, exact up to 2^53), never a string's.
     fn integer<T>(&self, v: &Value, name: &str) -> Result<T, ConversionError>
     where
         T: TryFrom<i128> + Bounded,
@@ -277,10 +281,17 @@ impl Converter {
         let Value::Number(n) = v else {
             return Err(self.expected(&what(), v));
         };
+        // 2^127: every f64 below it with no fraction converts to i128 exactly.
+        const I128_LIMIT: f64 = 1.7014118346046923e38;
         let whole = n
             .as_i64()
             .map(i128::from)
-            .or_else(|| n.as_u64().map(i128::from));
+            .or_else(|| n.as_u64().map(i128::from))
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|x| x.fract() == 0.0 && x.abs() < I128_LIMIT)
+                    .map(|x| x as i128)
+            });
         match whole {
             Some(x) => T::try_from(x).map_err(|_| {
                 self.refuse(format!(
@@ -383,9 +394,6 @@ fn expectation(what: &str, got: &Value) -> String {
 /// What a JSON number that is not an exact integer is, for the message.
 fn not_integer(n: &Number) -> &'static str {
     match n.as_f64() {
-        Some(x) if x.fract() == 0.0 && x.abs() < 1e19 => {
-            "a number written with a fraction or exponent (write an integer as digits only)"
-        }
         Some(x) if x.fract() == 0.0 => "a number out of that range",
         _ => "a number with a fraction",
     }
