@@ -277,3 +277,139 @@ async fn hostile_foreign_components_are_refused_or_stopped() {
         "{spun:#?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreign_tool_is_served_over_mcp_with_its_derived_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = vak_tests::serve_command(
+        dir.path(),
+        &[("foreign-types", guest(guests::FOREIGN_TYPES))],
+        TYPES_POLICY,
+        &[],
+        std::process::Stdio::null(),
+    )
+    .spawn()
+    .expect("spawn vak serve");
+    let stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut client = vak_tests::mcp::Client::new(stdout, stdin);
+    client.initialize("2025-11-25").await;
+    let listed = client.request("tools/list", json!({})).await;
+    let tools = listed["result"]["tools"].as_array().expect("tools");
+    let add = tools
+        .iter()
+        .find(|t| t["name"] == "add")
+        .expect("add is listed");
+    assert_eq!(add["inputSchema"]["properties"]["a"]["maximum"], json!(255));
+    let called = client
+        .request(
+            "tools/call",
+            json!({"name": "add", "arguments": {"a": 40, "b": 2}}),
+        )
+        .await;
+    assert_eq!(called["result"]["isError"], json!(false), "{called}");
+    let text = called["result"]["content"].to_string();
+    assert!(text.contains("42"), "{called}");
+    // Refused at the schema stage, as an error the model can act on.
+    let refused = client
+        .request(
+            "tools/call",
+            json!({"name": "add", "arguments": {"a": 256, "b": 2}}),
+        )
+        .await;
+    assert_eq!(refused["result"]["isError"], json!(true), "{refused}");
+    assert!(refused["result"]["content"].to_string().contains("maximum"));
+}
+
+/// A one-thread HTTP server: `/ok` answers 200 with a body, anything else 404.
+fn server() -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let n = stream.read(&mut buf).unwrap_or(0);
+            let head = String::from_utf8_lossy(&buf[..n]).to_string();
+            let (status, body) = if head.starts_with("GET /ok ") {
+                ("200 OK", "plain body")
+            } else {
+                ("404 Not Found", "no")
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plain_wasi_http_fetcher_goes_through_the_broker() {
+    let port = server();
+    let policy = format!(
+        "[tools.fetch]\ncapabilities.http = {{ origins = [\"http://127.0.0.1:{port}\"], allow_addresses = [\"127.0.0.1\"] }}\n"
+    );
+    let cache = tempfile::tempdir().unwrap();
+    let host = host_with(
+        &[("foreign-fetch", guest(guests::FOREIGN_FETCH))],
+        &policy,
+        cache.path(),
+    )
+    .await;
+    assert!(host.tool("fetch").is_some(), "{:#?}", host.examinations());
+    let ok = call(
+        &host,
+        "fetch",
+        json!({"url": format!("http://127.0.0.1:{port}/ok")}),
+    )
+    .await;
+    assert_eq!(payload(&ok), json!("plain body"));
+    let receipt = &ok.receipts[0];
+    assert!(receipt.ok);
+    assert_eq!(
+        receipt.digest,
+        vak_host::digest::sha256_hex(b"plain body"),
+        "the receipt binds the body"
+    );
+    let missing = call(
+        &host,
+        "fetch",
+        json!({"url": format!("http://127.0.0.1:{port}/x")}),
+    )
+    .await;
+    assert_eq!(missing.status, Status::ToolError);
+    assert_eq!(missing.tool_error.as_ref().unwrap().message, "status 404");
+    // Without an http grant, a component importing wasi:http is not served, with the reason.
+    let ungranted = host_with(
+        &[("foreign-fetch", guest(guests::FOREIGN_FETCH))],
+        "[tools.fetch]\n",
+        cache.path(),
+    )
+    .await;
+    assert!(ungranted.tool("fetch").is_none());
+    let why = serde_json::to_value(&ungranted.examinations()[0].functions).unwrap();
+    assert!(why.to_string().contains("wasi:http"), "{why}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_policy_may_serve_a_function_under_another_name() {
+    let cache = tempfile::tempdir().unwrap();
+    let host = host_with(
+        &[("foreign-types", guest(guests::FOREIGN_TYPES))],
+        "[tools.plus]\nexport = \"add\"\n",
+        cache.path(),
+    )
+    .await;
+    assert!(host.tool("add").is_none());
+    assert!(host.tool("plus").is_some(), "{:#?}", host.examinations());
+    assert_eq!(
+        payload(&call(&host, "plus", json!({"a": 2, "b": 3})).await),
+        json!(5)
+    );
+    let listed = &host.examinations()[0].functions;
+    assert!(listed.iter().any(|f| f.export == "add" && f.tool == "plus"));
+}

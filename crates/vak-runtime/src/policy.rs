@@ -85,6 +85,9 @@ struct ToolGrantFile {
     ask: bool,
     /// How long an approval may take (default 120 s).
     approval_timeout_ms: Option<u64>,
+    /// For a component built for another host: the exported function this table serves under
+    /// the table's name (its export as `vak inspect` lists it, or the tool name vak derives).
+    export: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -205,6 +208,7 @@ impl Policy {
                 None => Vec::new(),
             };
             Ok(ToolGrant {
+                export: grant.export,
                 environment,
                 tool: name,
                 capabilities,

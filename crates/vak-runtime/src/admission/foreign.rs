@@ -53,7 +53,8 @@ pub enum FunctionVerdict {
 }
 
 /// The name a function is served as: its own for a top-level export, else the interface's
-/// name and its own joined by `_` (`time_get-current-time`), lower-cased.
+/// name and its own joined by `_` (`time_get-current-time`), lower-cased; unless a policy table
+/// names the function as its `export`, which serves it under the table's name.
 pub fn tool_name(interface: Option<&str>, function: &str) -> String {
     let bare = |name: &str| {
         // `ns:pkg/iface@1.0.0` → `iface`
@@ -173,7 +174,14 @@ impl Runtime {
         let mut tools = Vec::new();
         let mut granted = GrantSet::new();
         for f in found {
-            let tool = tool_name(f.interface.as_deref(), &f.name);
+            let derived = tool_name(f.interface.as_deref(), &f.name);
+            // A table that names this function as its `export` serves it under the table's name.
+            let renamed = policy.tools.values().find(|g| {
+                g.export
+                    .as_deref()
+                    .is_some_and(|e| e == f.export || e == derived)
+            });
+            let tool = renamed.map_or(derived, |g| g.tool.clone());
             let verdict = match self.admit_function(exam, component, &f, &tool, &docs, policy) {
                 Ok((admitted, caps)) => {
                     granted.extend(caps);

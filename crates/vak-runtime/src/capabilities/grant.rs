@@ -46,6 +46,8 @@ pub struct ToolGrant {
     /// `environment`: the keys a foreign component may read (`wasi:config/store`,
     /// `wasi:cli/environment`), each bound to where its value comes from.
     pub environment: Vec<super::environment::grant::EnvKey>,
+    /// The foreign function this table serves under its name (a rename), if the policy says.
+    pub export: Option<String>,
 }
 
 impl ToolGrant {

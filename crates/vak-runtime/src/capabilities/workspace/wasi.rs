@@ -89,7 +89,7 @@ impl WitnessedFs<'_> {
             Some(rest) => format!("{}/{rest}", base.trim_end_matches('/')),
             None => base.to_string(),
         };
-        crate::result::cut(&joined, MAX_PATH_BYTES).0.to_string()
+        joined[..joined.floor_char_boundary(MAX_PATH_BYTES)].to_string()
     }
 
     /// Refuse an effect the call has no receipt left for.
@@ -369,7 +369,7 @@ impl HostDescriptor for WitnessedFs<'_> {
     ) -> FsResult<()> {
         self.room()?;
         let request = json!({
-            "target": crate::result::cut(&src_path, MAX_PATH_BYTES).0,
+            "target": &src_path[..src_path.floor_char_boundary(MAX_PATH_BYTES)],
             "path": self.path_of(&fd, Some(&dest_path)),
         });
         let done = self.fs.symlink_at(fd, src_path, dest_path).await;
