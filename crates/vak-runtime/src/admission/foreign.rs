@@ -7,8 +7,7 @@
 //! and its imports must be covered by that grant (`wasi:http` needs `http`).
 
 use super::{
-    AdmissionError, AdmittedTool, Claims, Descriptor, Examination, ImportClass, Verdict, bounds,
-    listed, shown,
+    AdmissionError, AdmittedTool, Claims, Descriptor, Examination, Verdict, bounds, listed, shown,
 };
 use crate::capabilities::{Capability, grant::Scope};
 use crate::dispatch::Prepared;
@@ -155,15 +154,7 @@ impl Runtime {
         bytes: &[u8],
         policy: &Policy,
     ) -> Result<Vec<AdmittedTool>, AdmissionError> {
-        let forbidden: Vec<String> = listed(
-            exam.imports
-                .iter()
-                .filter(|i| i.class == ImportClass::Refused)
-                .map(|i| i.name.clone()),
-        );
-        if !forbidden.is_empty() {
-            return Err(AdmissionError::ForbiddenImports { imports: forbidden });
-        }
+        super::refuse_forbidden(exam)?;
         let found = functions(self, component)?;
         if found.is_empty() {
             return Err(AdmissionError::NotATool {

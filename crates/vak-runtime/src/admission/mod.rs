@@ -357,6 +357,20 @@ fn summary(name: &str, class: &ImportClass, foreign: bool) -> String {
     }
 }
 
+/// Refuse a component that imports what this host does not provide, naming the imports.
+fn refuse_forbidden(exam: &Examination) -> Result<(), AdmissionError> {
+    let forbidden: Vec<String> = listed(
+        exam.imports
+            .iter()
+            .filter(|i| i.class == ImportClass::Refused)
+            .map(|i| i.name.clone()),
+    );
+    match forbidden.is_empty() {
+        true => Ok(()),
+        false => Err(AdmissionError::ForbiddenImports { imports: forbidden }),
+    }
+}
+
 /// Whether `version` (of `vak:tool`) is one this host accepts.
 fn version_accepted(version: &str) -> bool {
     version
@@ -507,16 +521,8 @@ impl Runtime {
                 });
             }
         }
-        let forbidden: Vec<String> = listed(
-            exam.imports
-                .iter()
-                .filter(|i| i.class == ImportClass::Refused)
-                .map(|i| i.name.clone()),
-        );
-        if !forbidden.is_empty() {
-            // Nothing of the component runs, not even `describe`.
-            return Err(AdmissionError::ForbiddenImports { imports: forbidden });
-        }
+        // Nothing of the component runs, not even `describe`.
+        refuse_forbidden(exam)?;
 
         // `describe` runs with every capability linked but none granted: a request is refused.
         let all: GrantSet = Capability::ALL.into_iter().collect();

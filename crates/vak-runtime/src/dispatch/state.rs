@@ -36,6 +36,13 @@ pub struct CallState {
     pub(crate) paths: std::collections::HashMap<u32, String>,
 }
 
+/// A call's table of host resource handles, capped at [`MAX_HOST_HANDLES`].
+fn handle_table() -> ResourceTable {
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(MAX_HOST_HANDLES);
+    table
+}
+
 /// `wasi:http` state of a foreign component's call.
 pub(crate) struct ForeignHttp {
     ctx: wasmtime_wasi_http::WasiHttpCtx,
@@ -59,11 +66,7 @@ impl CallState {
             .build();
         CallState {
             wasi,
-            table: {
-                let mut table = ResourceTable::new();
-                table.set_max_capacity(MAX_HOST_HANDLES);
-                table
-            },
+            table: handle_table(),
             limiter: CallLimiter::new(memory_bytes),
             broker,
             stdout,
@@ -119,11 +122,7 @@ impl CallState {
         });
         Ok(CallState {
             wasi: builder.build(),
-            table: {
-                let mut table = ResourceTable::new();
-                table.set_max_capacity(MAX_HOST_HANDLES);
-                table
-            },
+            table: handle_table(),
             limiter: CallLimiter::new(memory_bytes),
             broker,
             stdout,
