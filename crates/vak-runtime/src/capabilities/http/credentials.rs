@@ -11,13 +11,22 @@ pub fn resolve(
     source: Option<&dyn SecretSource>,
     credential: &Credential,
 ) -> Result<SecretValue, String> {
-    let missing = |what: String| {
-        format!(
+    resolve_source(source, &credential.secret).map_err(|e| match e {
+        Unresolved::Missing(what) => format!(
             "the credential {:?} is bound to {what}, which this host does not hold",
             credential.alias
-        )
-    };
-    resolve_source(source, &credential.secret).map_err(missing)
+        ),
+        Unresolved::Failed(why) => format!("the credential {:?}: {why}", credential.alias),
+    })
+}
+
+/// Why a secret's value is not available.
+#[derive(Debug)]
+pub enum Unresolved {
+    /// Not set: the variable or the stored secret (named) does not exist here.
+    Missing(String),
+    /// The secret store failed to read it.
+    Failed(String),
 }
 
 /// The scrubber for a call under `grant`: every credential value it could use, labelled with
@@ -51,17 +60,17 @@ pub fn environment_label(key: &str) -> String {
 pub fn resolve_source(
     source: Option<&dyn SecretSource>,
     secret: &SecretRef,
-) -> Result<SecretValue, String> {
+) -> Result<SecretValue, Unresolved> {
     match secret {
         SecretRef::Env(var) => std::env::var(var)
             .ok()
             .filter(|v| !v.is_empty())
             .map(SecretValue::new)
-            .ok_or_else(|| format!("the environment variable {var}")),
+            .ok_or_else(|| Unresolved::Missing(format!("the environment variable {var}"))),
         SecretRef::Stored(name) => match source.map(|s| s.get(name)) {
             Some(Ok(Some(v))) => Ok(v),
-            Some(Err(e)) => Err(format!("the secret {name:?}: {e}")),
-            _ => Err(format!("the secret {name:?}")),
+            Some(Err(e)) => Err(Unresolved::Failed(e.to_string())),
+            _ => Err(Unresolved::Missing(format!("the secret {name:?}"))),
         },
     }
 }
