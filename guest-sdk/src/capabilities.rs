@@ -152,14 +152,18 @@ pub mod log {
     }
 }
 
-/// Ask the caller's client: a completion from its model, or a person's answer to a form. The
+/// Ask the caller's client: a completion from its model, a person's answer to a form, or its
+/// roots; one at a time or several together ([`client::Ask`]). The
 /// policy must grant the request (`client.requests`), and the call must come from a client that
 /// can answer (an MCP client that declared the capability); otherwise the request is denied.
 pub mod client {
     use super::CapabilityError;
     use crate::bindings::vak::tool::client as wit;
 
-    pub use wit::{ElicitationAction, ElicitationReply, Message, SamplingReply, SamplingRequest};
+    pub use wit::{
+        ElicitationAction, ElicitationReply, Form, InputAnswer, InputRequest, KeyedRequest,
+        Message, Root, RootsReply, SamplingReply, SamplingRequest,
+    };
 
     /// Ask the client's model to answer `prompt` (one user message) in at most `max_tokens`
     /// tokens. The reply is a model's output: cite its receipt only as `synthesized`.
@@ -187,5 +191,71 @@ pub mod client {
         schema: &serde_json::Value,
     ) -> Result<ElicitationReply, CapabilityError> {
         wit::elicit(message, &schema.to_string()).map_err(CapabilityError::from)
+    }
+
+    /// Ask the client for its roots: the `file://` URIs of the directories the person works in
+    /// (the policy grants `roots`).
+    pub fn list_roots() -> Result<RootsReply, CapabilityError> {
+        wit::list_roots().map_err(CapabilityError::from)
+    }
+
+    /// Several requests asked together, each under a key of the tool's choosing: a stateless
+    /// MCP client answers them in one input-required round. Build with [`Ask::new`], send with
+    /// [`Ask::send`].
+    #[derive(Default)]
+    pub struct Ask {
+        requests: Vec<KeyedRequest>,
+    }
+
+    impl Ask {
+        pub fn new() -> Ask {
+            Ask::default()
+        }
+
+        /// A form under `key` (see [`elicit`]).
+        pub fn elicit(mut self, key: &str, message: &str, schema: &serde_json::Value) -> Ask {
+            self.requests.push(KeyedRequest {
+                key: key.into(),
+                request: InputRequest::Elicit(Form {
+                    message: message.into(),
+                    schema: schema.to_string(),
+                }),
+            });
+            self
+        }
+
+        /// A completion of `prompt` under `key` (see [`sample`]).
+        pub fn sample(mut self, key: &str, prompt: &str, max_tokens: u32) -> Ask {
+            self.requests.push(KeyedRequest {
+                key: key.into(),
+                request: InputRequest::Sample(SamplingRequest {
+                    messages: vec![Message {
+                        role: "user".into(),
+                        text: prompt.into(),
+                    }],
+                    system_prompt: None,
+                    max_tokens,
+                }),
+            });
+            self
+        }
+
+        /// The client's roots under `key` (see [`list_roots`]).
+        pub fn roots(mut self, key: &str) -> Ask {
+            self.requests.push(KeyedRequest {
+                key: key.into(),
+                request: InputRequest::Roots,
+            });
+            self
+        }
+
+        /// Ask: the answers in the order asked, each its own outcome.
+        pub fn send(self) -> Result<Vec<Result<InputAnswer, CapabilityError>>, CapabilityError> {
+            let answers = wit::ask(&self.requests).map_err(CapabilityError::from)?;
+            Ok(answers
+                .into_iter()
+                .map(|a| a.map_err(CapabilityError::from))
+                .collect())
+        }
     }
 }

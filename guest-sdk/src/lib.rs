@@ -184,7 +184,7 @@ impl Claims {
         self.capability("log", Vec::<String>::new())
     }
 
-    /// Claim the `client` capability for these requests (`sampling`, `elicitation`).
+    /// Claim the `client` capability for these requests (`sampling`, `elicitation`, `roots`).
     pub fn client<I, S>(self, requests: I) -> Self
     where
         I: IntoIterator<Item = S>,

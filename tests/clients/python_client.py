@@ -162,9 +162,16 @@ async def approvals(vak, tmp):
         no = await c.call_tool("stats", args)
         check("[approval] the same call is asked again", len(asked) == 2, asked)
         check("[approval] declined is refused at permission", no.is_error is True and "approval_denied" in text_of(no) and "permission" in text_of(no), text_of(no)[:300])
+    # A stateless client that does not declare elicitation cannot be asked: -32021 names it (with
+    # elicitation, the approval is an input-required round: tests/e2e/mcp_rounds/approvals.rs).
     async with Client(params, mode="2026-07-28") as c:
-        r = await c.call_tool("stats", args)
-        check("[approval] a stateless request is refused as approval_required", r.is_error is True and "approval_required" in text_of(r), text_of(r)[:300])
+        name = "[approval] a stateless client without elicitation gets -32021 naming it"
+        try:
+            r = await c.call_tool("stats", args)
+            check(name, False, text_of(r)[:300])
+        except Exception as e:  # the SDK raises its MCPError for a JSON-RPC error
+            code, data = getattr(e, "code", None), getattr(e, "data", None) or {}
+            check(name, code == -32021 and "elicitation" in data.get("requiredCapabilities", {}), repr(e))
 
 
 async def main():

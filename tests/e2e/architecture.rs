@@ -59,6 +59,19 @@ fn the_store_depends_on_no_engine_or_capability() {
     );
 }
 
+/// A host built without the `postgres` feature carries no PostgreSQL client at all.
+#[test]
+fn postgres_is_behind_a_feature() {
+    let reached =
+        dependencies_without_features("vak-host", &["tokio-postgres", "deadpool-postgres"]);
+    assert!(
+        reached.contains("vak-store") && reached.contains("rusqlite"),
+        "cargo tree read: {reached:?}"
+    );
+    let with = dependencies_without("vak-host", &[]);
+    assert!(with.contains("tokio-postgres"), "cargo tree read: {with:?}");
+}
+
 #[test]
 fn the_runtime_depends_on_no_server_or_command_line() {
     let reached = dependencies_without("vak-runtime", &NOT_IN_RUNTIME);
@@ -71,6 +84,15 @@ fn the_runtime_depends_on_no_server_or_command_line() {
 /// The crates `package` depends on (normal edges), asserting none is in `banned`; a failure
 /// names the path to it.
 fn dependencies_without(package: &str, banned: &[&str]) -> BTreeSet<String> {
+    tree_without(package, banned, &[])
+}
+
+/// As [`dependencies_without`], for `package` built without its default features.
+fn dependencies_without_features(package: &str, banned: &[&str]) -> BTreeSet<String> {
+    tree_without(package, banned, &["--no-default-features"])
+}
+
+fn tree_without(package: &str, banned: &[&str], extra: &[&str]) -> BTreeSet<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     // `cargo tree` reads the lock file and the crates already fetched for this platform.
     let out = std::process::Command::new(cargo)
@@ -85,6 +107,7 @@ fn dependencies_without(package: &str, banned: &[&str]) -> BTreeSet<String> {
             "--manifest-path",
         ])
         .arg(workspace().join("Cargo.toml"))
+        .args(extra)
         .output()
         .expect("cargo tree runs");
     assert!(

@@ -2,179 +2,17 @@
 //! real binary, on a journal of real calls (completed with receipts, a tool error, refusals at
 //! the proposal and schema stages, arguments carrying markup and a terminal escape).
 
-use serde_json::json;
-use std::path::Path;
-use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-use vak_host::journal::{Durability, Journal};
-use vak_host::{CallRecord, HostBuilder, Policy, Proposal, Status};
-use vak_tests::bundled;
+#[path = "audit/journal.rs"]
+mod journal;
+#[path = "audit/paging.rs"]
+mod paging;
+#[path = "audit/postgres.rs"]
+mod postgres;
+#[path = "audit/support.rs"]
+mod support;
 
-/// What a page answered: status, headers (names lowercase), body.
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// One HTTP/1.1 request to `addr` with this `Host` (the server answers with a length, then
-/// closes: `Connection: close`).
-async fn request(addr: &str, method: &str, path: String, host: &str) -> Answer {
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).await.unwrap();
-    let raw = String::from_utf8(raw).expect("the pages are UTF-8");
-    let (head, body) = raw.split_once("\r\n\r\n").expect("a head and a body");
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let headers = lines
-        .filter_map(|l| l.split_once(": "))
-        .map(|(n, v)| (n.to_ascii_lowercase(), v.to_string()))
-        .collect();
-    Answer {
-        status,
-        headers,
-        body: body.to_string(),
-    }
-}
-
-/// The calls of a journal a test makes: which id is which.
-struct Calls {
-    completed: CallRecord,
-    edit: CallRecord,
-    tool_error: CallRecord,
-    unknown_tool: CallRecord,
-    hostile: CallRecord,
-}
-
-/// What a model put in a call's arguments: markup that, were it ever parsed as HTML, would run
-/// (and set a flag a browser test looks for), and a terminal escape.
-const INJECTED: &str = "<script>alert(1)</script><script>document.documentElement.setAttribute('data-pwned','1')</script><img src=x onerror=\"document.documentElement.setAttribute('data-pwned','1')\">\u{1b}[31m";
-
-/// Real calls into the journal at `state/journal.sqlite`, through a host that journals them.
-async fn make_journal(dir: &Path) -> Calls {
-    let project = dir.join("project");
-    std::fs::create_dir_all(&project).unwrap();
-    std::fs::write(project.join("a.txt"), "hello\n").unwrap();
-    let journal =
-        Arc::new(Journal::open(&dir.join("state/journal.sqlite"), Durability::Committed).unwrap());
-    let policy = format!(
-        "[tools.stats]\n\n[tools.replace]\ncapabilities.workspace = {{ roots = [{{ name = \"project\", path = \"{}\", mode = \"read-write\" }}] }}\n",
-        project.display()
-    );
-    let host = HostBuilder::new()
-        .policy(Policy::parse(&policy, "test policy").unwrap())
-        .cache_dir(Some(dir.join("cache")))
-        .journal(journal.clone())
-        .component("stats", bundled("stats"))
-        .component("replace", bundled("replace"))
-        .build()
-        .await
-        .unwrap();
-    let call = |tool: &str, args: serde_json::Value| Proposal::new(tool, args.to_string());
-    let completed = host
-        .session(Some("alice"))
-        .call(call("stats", json!({ "values": [1, 2, 3] })))
-        .await;
-    assert_eq!(completed.status, Status::Completed, "{completed:?}");
-    let edit = host
-        .call(call(
-            "replace",
-            json!({ "root": "project", "path": "a.txt", "find": "hello", "replace": "bye" }),
-        ))
-        .await;
-    assert_eq!(edit.status, Status::Completed, "{edit:?}");
-    assert!(!edit.receipts.is_empty(), "an edit has receipts");
-    let tool_error = host.call(call("stats", json!({ "values": [] }))).await;
-    assert_eq!(tool_error.status, Status::ToolError, "{tool_error:?}");
-    let unknown_tool = host.call(call("no_such_tool", json!({}))).await;
-    assert_eq!(unknown_tool.status, Status::Refused, "{unknown_tool:?}");
-    let hostile = host
-        .call(call("stats", json!({ "values": INJECTED })))
-        .await;
-    assert_eq!(hostile.status, Status::Refused, "{hostile:?}");
-    assert!(
-        hostile
-            .arguments
-            .as_ref()
-            .is_some_and(|a| a.to_string().contains("<script>")),
-        "the refused call's arguments are recorded as proposed: {hostile:?}"
-    );
-    drop(host);
-    drop(journal);
-    Calls {
-        completed,
-        edit,
-        tool_error,
-        unknown_tool,
-        hostile,
-    }
-}
-
-/// `vak audit serve` on `dir/state`, and the address it printed.
-async fn serve(dir: &Path, args: &[&str]) -> (tokio::process::Child, String) {
-    let mut child = tokio::process::Command::new(vak_tests::vak_binary())
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .args(["audit", "serve"])
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn vak audit serve");
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("vak audit serve prints its address")
-            .unwrap()
-            .expect("vak audit serve ended before printing its address");
-        if let Some(url) = line.strip_prefix("vak: serving the audit pages at http://") {
-            break url.trim_end_matches('/').to_string();
-        }
-    };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, addr)
-}
-
-/// `s` as a query value (`+` and `:` encoded).
-fn url_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// The call ids a calls page lists, in its order.
-fn listed(body: &str) -> Vec<String> {
-    body.split("<a href=\"/call?id=")
-        .skip(1)
-        .filter_map(|s| s.split('"').next())
-        .map(str::to_string)
-        .collect()
-}
+use journal::make_journal;
+use support::{chromium, dump_dom, listed, request, screenshot, serve, url_encode, verified};
 
 /// The calls page lists every call newest first and filters by tool, status, stage, principal
 /// and call id text, on the server; its pages follow each other without a gap or an overlap.
@@ -263,6 +101,37 @@ async fn a_reviewer_reads_the_journal_in_a_browser_safely() {
         ids[..4].iter().all(|id| from_second.contains(id)),
         "since {whole_second}: {from_second:?}"
     );
+    // The end of a range: calls received before it.
+    let until = listed(
+        &get(&format!(
+            "/calls?until={}",
+            url_encode(&calls.edit.received_at)
+        ))
+        .await
+        .body,
+    );
+    assert_eq!(until, vec![calls.completed.call_id.clone()], "until");
+    let range = listed(
+        &get(&format!(
+            "/calls?since={}&until={}",
+            url_encode(&calls.edit.received_at),
+            url_encode(&calls.unknown_tool.received_at)
+        ))
+        .await
+        .body,
+    );
+    assert_eq!(range, ids[2..4], "since and until");
+    assert_eq!(get("/calls?until=tomorrow").await.status, 400);
+    // A node (the chain this process wrote), as each row links to it.
+    let node_link = all
+        .body
+        .split("class=\"node\" href=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("each row links to its chain")
+        .replace("&amp;", "&");
+    assert_eq!(listed(&get(&node_link).await.body), ids, "{node_link}");
+    assert!(listed(&get("/calls?node=no-such-node").await.body).is_empty());
     // And a duration back from now, as `vak audit --since` takes it.
     assert_eq!(listed(&get("/calls?since=1h").await.body).len(), ids.len());
 
@@ -315,6 +184,57 @@ async fn a_reviewer_reads_the_journal_in_a_browser_safely() {
         stats.body.contains(&escape(rendered)),
         "the rendered text: {}",
         stats.body
+    );
+
+    // The payload, with each value an item upholds in a <mark> of that item, which its row
+    // links to.
+    let payload: serde_json::Value = serde_json::from_str(
+        calls
+            .completed
+            .result
+            .as_ref()
+            .unwrap()
+            .payload_json
+            .as_deref()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut marked = 0;
+    for (n, e) in calls.completed.evidence.iter().enumerate() {
+        for (k, pointer) in e.upholds.iter().enumerate() {
+            let value = payload
+                .pointer(pointer)
+                .expect("an upheld pointer is in the payload");
+            let open = format!(
+                "<mark id=\"mark-{n}-{k}\" class=\"upheld\" data-evidence=\"{}\" data-pointer=\"{pointer}\"",
+                escape(&e.item.id)
+            );
+            let at = stats
+                .body
+                .find(&open)
+                .unwrap_or_else(|| panic!("{pointer} of {} marked: {}", e.item.id, stats.body));
+            let mark = &stats.body[at..];
+            let mark = &mark[..mark.find("</mark>").unwrap()];
+            assert!(
+                mark.ends_with(&format!(">{}", escape(&value.to_string()))),
+                "the mark holds {value}: {mark}"
+            );
+            assert!(
+                stats.body.contains(&format!("href=\"#mark-{n}-{k}\"")),
+                "item {} links to its mark",
+                e.item.id
+            );
+            marked += 1;
+        }
+    }
+    assert!(
+        marked > 0,
+        "stats' computed summary upholds fields: {:?}",
+        calls.completed.evidence
+    );
+    assert!(
+        !stats.body.contains("id=\"cut\""),
+        "a small payload is not cut"
     );
 
     // One call: its stages, its receipts, its check.
@@ -387,9 +307,35 @@ async fn a_reviewer_reads_the_journal_in_a_browser_safely() {
         405
     );
 
-    // Integrity: ok, then an entry changed in the database.
-    let ok = get("/integrity").await;
+    // Integrity: not walked on a plain load, ok when asked, then an entry changed in the
+    // database shows at once (the cached verdict is of another state of the journal).
+    let plain = get("/integrity").await;
+    assert!(
+        plain.body.contains("Not verified yet") && !plain.body.contains("Journal ok"),
+        "{}",
+        plain.body
+    );
+    assert!(
+        plain
+            .body
+            .contains("<form method=\"get\" action=\"/integrity\"")
+    );
+    let ok = verified(&addr).await;
     assert!(ok.body.contains("Journal ok"), "{}", ok.body);
+    assert!(
+        ok.body.contains("no entry was added or changed"),
+        "{}",
+        ok.body
+    );
+    let cross = support::request_with(
+        &addr,
+        "GET",
+        "/integrity?verify=1",
+        &[("Host", "localhost"), ("Sec-Fetch-Site", "cross-site")],
+        "",
+    )
+    .await;
+    assert_eq!(cross.status, 403, "another site cannot start a walk");
     let conn = rusqlite::Connection::open(dir.path().join("state/journal.sqlite")).unwrap();
     let changed = conn
         .execute(
@@ -399,7 +345,9 @@ async fn a_reviewer_reads_the_journal_in_a_browser_safely() {
         )
         .unwrap();
     assert_eq!(changed, 1);
-    let bad = get("/integrity").await;
+    let stale = get("/integrity").await;
+    assert!(stale.body.contains("has changed since"), "{}", stale.body);
+    let bad = verified(&addr).await;
     assert!(bad.body.contains("Journal BAD at entry #"), "{}", bad.body);
     let tampered = get(&format!("/call?id={}", calls.completed.call_id)).await;
     assert!(
@@ -407,6 +355,195 @@ async fn a_reviewer_reads_the_journal_in_a_browser_safely() {
         "{}",
         tampered.body
     );
+}
+
+/// The pictures: the counts of the journal's calls by status over time (each bar linking to its
+/// calls), per tool the spread of wall time and fuel (numbers written on the picture), and the
+/// refusals by stage and kind; with the filters honoured; under the same CSP, with no script.
+#[tokio::test(flavor = "multi_thread")]
+async fn pictures_draw_the_journal_s_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = make_journal(dir.path()).await;
+    let (_server, addr) = serve(dir.path(), &[]).await;
+    let get = |path: &str| request(&addr, "GET", path.to_string(), "127.0.0.1");
+    let csp = get("/calls")
+        .await
+        .header("content-security-policy")
+        .map(str::to_string);
+
+    let all = get("/pictures").await;
+    assert_eq!(all.status, 200, "{}", all.body);
+    assert_eq!(
+        all.header("content-security-policy").map(str::to_string),
+        csp
+    );
+    assert!(csp.is_some_and(|c| c.contains("script-src 'self'") && !c.contains("unsafe")));
+    assert!(
+        !all.body.to_ascii_lowercase().contains("<script"),
+        "{}",
+        all.body
+    );
+    assert_eq!(
+        all.body
+            .matches("<svg class=\"picture\" role=\"img\" aria-label=")
+            .count(),
+        4
+    );
+    // Over time: the legend counts each status; the bars' segments add up to every call.
+    for want in ["completed: 2", "tool_error: 1", "refused: 2"] {
+        assert!(
+            all.body.contains(&format!(">{want}</text>")),
+            "{want}: {}",
+            all.body
+        );
+    }
+    assert!(!all.body.contains(">failed: "), "{}", all.body);
+    let segments: u64 = all
+        .body
+        .split("data-count=\"")
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(segments, 5, "{}", all.body);
+    assert!(
+        all.body.contains("Calls over time by status: 5 calls"),
+        "{}",
+        all.body
+    );
+    // Each bar's link lists its calls: every call, once.
+    let mut linked = Vec::new();
+    for href in all.body.split("<a href=\"/calls?since=").skip(1) {
+        let href = href.split('"').next().unwrap().replace("&amp;", "&");
+        linked.extend(listed(&get(&format!("/calls?since={href}")).await.body));
+    }
+    linked.sort();
+    let mut ids: Vec<String> = [&calls.completed, &calls.edit, &calls.tool_error]
+        .iter()
+        .chain([&calls.unknown_tool, &calls.hostile].iter())
+        .map(|r| r.call_id.clone())
+        .collect();
+    ids.sort();
+    assert_eq!(linked, ids, "the bars' links");
+
+    // Per tool: the numbers of the calls that ran.
+    let spread = |mut v: Vec<u64>, unit: fn(u64) -> String| {
+        v.sort_unstable();
+        let at = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        format!(
+            "n {} · min {} · median {} · p90 {} · max {}",
+            v.len(),
+            unit(v[0]),
+            unit(at(0.5)),
+            unit(at(0.9)),
+            unit(v[v.len() - 1])
+        )
+    };
+    let stats = [&calls.completed, &calls.tool_error];
+    for (want, what) in [
+        (
+            spread(stats.iter().map(|r| r.usage.wall_ns).collect(), duration),
+            "stats wall time",
+        ),
+        (
+            spread(stats.iter().map(|r| r.usage.fuel).collect(), count),
+            "stats fuel",
+        ),
+        (
+            spread(vec![calls.edit.usage.wall_ns], duration),
+            "replace wall time",
+        ),
+        (spread(vec![calls.edit.usage.fuel], count), "replace fuel"),
+    ] {
+        assert!(
+            all.body.contains(&format!(">{want}</text>")),
+            "{what}: {want}: {}",
+            all.body
+        );
+    }
+    // Refusals, by stage and kind.
+    let mut refusals: Vec<String> = [&calls.unknown_tool, &calls.hostile]
+        .iter()
+        .map(|r| format!("{} · {}", r.stage.as_str(), r.error.as_ref().unwrap().kind))
+        .collect();
+    refusals.dedup();
+    assert_eq!(refusals.len(), 2, "two kinds of refusal: {refusals:?}");
+    for r in &refusals {
+        assert!(
+            all.body.contains(&format!("<title>{r}: 1</title>")),
+            "{r}: {}",
+            all.body
+        );
+    }
+    assert!(
+        all.body
+            .contains("Refusals by stage and kind: 2 refused calls"),
+        "{}",
+        all.body
+    );
+
+    // Filters: a tool; the end of a range; a bad time.
+    let replace = get("/pictures?tool=replace").await;
+    assert!(
+        replace.body.contains(">completed: 1</text>"),
+        "{}",
+        replace.body
+    );
+    assert!(!replace.body.contains(">refused: "), "{}", replace.body);
+    assert!(
+        replace.body.contains("No call in range was refused."),
+        "{}",
+        replace.body
+    );
+    let until = url_encode(&calls.edit.received_at);
+    let first = get(&format!("/pictures?until={until}")).await;
+    assert!(
+        first.body.contains(">completed: 1</text>"),
+        "{}",
+        first.body
+    );
+    assert!(!first.body.contains(">tool_error: "), "{}", first.body);
+    let one = spread(vec![calls.completed.usage.fuel], count);
+    assert!(
+        first.body.contains(&format!(">{one}</text>")),
+        "{}",
+        first.body
+    );
+    assert_eq!(get("/pictures?since=yesterday").await.status, 400);
+    let none = get("/pictures?tool=no-such-tool").await;
+    assert!(
+        none.body.contains("No calls in this range."),
+        "{}",
+        none.body
+    );
+    // What a filter carries is shown inert.
+    let hostile = get("/pictures?tool=%3Cscript%3Ealert(1)%3C%2Fscript%3E%1B").await;
+    assert_eq!(hostile.status, 200);
+    assert!(
+        !hostile.body.to_ascii_lowercase().contains("<script"),
+        "{}",
+        hostile.body
+    );
+    assert!(!hostile.body.contains('\u{1b}'), "{}", hostile.body);
+}
+
+/// A count as the pictures write it.
+fn count(n: u64) -> String {
+    match n {
+        0..10_000 => n.to_string(),
+        10_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1}M", n as f64 / 1e6),
+        _ => format!("{:.1}G", n as f64 / 1e9),
+    }
+}
+
+/// A duration as the pictures write it.
+fn duration(ns: u64) -> String {
+    match ns {
+        0..1_000 => format!("{ns} ns"),
+        1_000..1_000_000 => format!("{:.1} µs", ns as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} ms", ns as f64 / 1e6),
+        _ => format!("{:.2} s", ns as f64 / 1e9),
+    }
 }
 
 /// Not on a non-loopback address unless --allow-host names the host it is reached by.
@@ -425,236 +562,6 @@ async fn audit_serve_refuses_a_non_loopback_address_without_allow_host() {
         err.contains("not a loopback address") && err.contains("--allow-host"),
         "{err}"
     );
-}
-
-/// The figure docs/audit.md gives: a page of the calls list on a journal of 100,000 records,
-/// first and deep (keyset paging: a page 50,000 calls back costs what the first does), and with
-/// each filter, through `Journal::page` and through the server. Each page answers within a bound
-/// (generous: a debug build on a shared machine) and the deep page within a small multiple of
-/// the first.
-#[tokio::test(flavor = "multi_thread")]
-async fn paging_over_100_000_records_is_bounded() {
-    use vak_host::journal::{Filter, Page};
-    use vak_host::signing::HostKey;
-    const N: u32 = 100_000;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state/journal.sqlite");
-    let journal = Arc::new(Journal::open(&path, Durability::Committed).unwrap());
-    let key = Arc::new(HostKey::generate().unwrap());
-    let base = jiff::Timestamp::from_second(1_790_000_000).unwrap();
-    let statuses = [
-        Status::Completed,
-        Status::Completed,
-        Status::Completed,
-        Status::ToolError,
-        Status::Refused,
-    ];
-    let made = std::time::Instant::now();
-    for chunk in (0..N).collect::<Vec<_>>().chunks(1000) {
-        let appends = chunk.iter().map(|&i| {
-            let (journal, key) = (journal.clone(), key.clone());
-            async move {
-                let tool = if i % 1000 == 7 {
-                    "rare".to_string()
-                } else {
-                    format!("tool{}", i % 10)
-                };
-                let mut r = CallRecord::new(format!("call_{i:08}"), tool, "api".into(), "{}");
-                r.received_at =
-                    (base + jiff::SignedDuration::from_millis(i64::from(i))).to_string();
-                r.status = statuses[(i % 5) as usize];
-                r.stage = match r.status {
-                    Status::Refused => vak_host::Stage::Schema,
-                    _ => vak_host::Stage::Projection,
-                };
-                r.principal = Some(format!("principal{}", i % 7));
-                r.session_id = format!("session_{}", i / 100);
-                journal.append_signing(&mut r, &key).await.unwrap();
-            }
-        });
-        futures::future::join_all(appends).await;
-    }
-    eprintln!("made {N} records in {:.1} s", made.elapsed().as_secs_f64());
-
-    // The median of 5 runs of `f`, in ms.
-    fn median(mut f: impl FnMut() -> usize) -> (f64, usize) {
-        let mut times = Vec::new();
-        let mut rows = 0;
-        for _ in 0..5 {
-            let t = std::time::Instant::now();
-            rows = f();
-            times.push(t.elapsed().as_secs_f64() * 1000.0);
-        }
-        times.sort_by(f64::total_cmp);
-        (times[2], rows)
-    }
-    let deep = journal
-        .page(
-            &Filter {
-                limit: Some(50_000),
-                ..Filter::default()
-            },
-            &Page::default(),
-        )
-        .unwrap()
-        .next
-        .expect("a cursor 50,000 calls back");
-    let page = |filter: Filter, q: Page| {
-        let journal = journal.clone();
-        move || journal.page(&filter, &q).unwrap().rows.len()
-    };
-    let full = |f: Filter| Filter {
-        limit: Some(100),
-        ..f
-    };
-    let cases: Vec<(&str, Filter, Page)> = vec![
-        ("first page", full(Filter::default()), Page::default()),
-        (
-            "page 500 (50,000 back)",
-            full(Filter::default()),
-            Page {
-                before: Some(deep.clone()),
-                ..Page::default()
-            },
-        ),
-        (
-            "tool=tool3",
-            full(Filter {
-                tool: Some("tool3".into()),
-                ..Filter::default()
-            }),
-            Page::default(),
-        ),
-        (
-            "tool=rare (1 in 1000)",
-            full(Filter {
-                tool: Some("rare".into()),
-                ..Filter::default()
-            }),
-            Page::default(),
-        ),
-        (
-            "status=tool_error",
-            full(Filter {
-                status: Some("tool_error".into()),
-                ..Filter::default()
-            }),
-            Page::default(),
-        ),
-        (
-            "stage=schema",
-            full(Filter {
-                stage: Some("schema".into()),
-                ..Filter::default()
-            }),
-            Page::default(),
-        ),
-        (
-            "principal=principal3",
-            full(Filter {
-                principal: Some("principal3".into()),
-                ..Filter::default()
-            }),
-            Page::default(),
-        ),
-        (
-            "session=session_17 (one of 1000)",
-            full(Filter::default()),
-            Page {
-                session: Some("session_17".into()),
-                ..Page::default()
-            },
-        ),
-        (
-            "call id contains",
-            full(Filter::default()),
-            Page {
-                text: Some("_0001234".into()),
-                ..Page::default()
-            },
-        ),
-    ];
-    let mut first = 0.0;
-    for (name, filter, q) in cases {
-        let (ms, rows) = median(page(filter, q));
-        eprintln!("Journal::page {name}: {ms:.2} ms ({rows} rows)");
-        if name == "first page" {
-            first = ms;
-        }
-        if name == "page 500 (50,000 back)" {
-            assert!(
-                ms < first * 5.0 + 5.0,
-                "a deep page costs about what the first does: {ms} ms against {first} ms"
-            );
-        }
-        assert!(ms < 1000.0, "{name}: {ms} ms");
-        assert!(rows > 0, "{name}");
-    }
-    drop(journal);
-
-    let (_server, addr) = serve(dir.path(), &[]).await;
-    for path in [
-        "/calls?size=100".to_string(),
-        format!(
-            "/calls?size=100&before_at={}&before_seq={}",
-            deep.received_at, deep.seq
-        ),
-        "/calls?size=100&tool=rare".to_string(),
-    ] {
-        let mut times = Vec::new();
-        for _ in 0..5 {
-            let t = std::time::Instant::now();
-            let a = request(&addr, "GET", path.clone(), "localhost").await;
-            times.push(t.elapsed().as_secs_f64() * 1000.0);
-            assert_eq!(a.status, 200, "{path}");
-            assert!(!listed(&a.body).is_empty(), "{path}");
-        }
-        times.sort_by(f64::total_cmp);
-        eprintln!("GET {path}: {:.2} ms", times[2]);
-        assert!(times[2] < 2000.0, "{path}: {} ms", times[2]);
-    }
-    let t = std::time::Instant::now();
-    let integrity = request(&addr, "GET", "/integrity".into(), "localhost").await;
-    assert!(
-        integrity.body.contains("Journal ok: 100000 entries"),
-        "{}",
-        integrity.body
-    );
-    eprintln!(
-        "GET /integrity (verifies {N} entries): {:.0} ms",
-        t.elapsed().as_secs_f64() * 1000.0
-    );
-}
-
-/// A Chromium found on `PATH`, for the browser test.
-fn chromium() -> Option<String> {
-    ["chromium", "chromium-browser"]
-        .into_iter()
-        .find_map(|name| {
-            std::process::Command::new(name)
-                .arg("--version")
-                .output()
-                .ok()
-                .filter(|o| o.status.success())
-                .map(|_| name.to_string())
-        })
-}
-
-/// The DOM of `url` after Chromium (headless) has loaded it and run whatever scripts it would.
-fn dump_dom(browser: &str, url: &str, profile: &Path) -> String {
-    let out = std::process::Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(["--virtual-time-budget=2000", "--dump-dom", url])
-        .output()
-        .expect("run chromium");
-    assert!(out.status.success(), "chromium failed: {out:?}");
-    String::from_utf8_lossy(&out.stdout).to_string()
 }
 
 /// In a real browser (headless Chromium), the call page whose arguments carry `<script>` and an
@@ -703,4 +610,50 @@ async fn in_a_real_browser_injected_markup_is_inert() {
     );
     assert!(!dom.contains("<img"), "an injected element: {dom}");
     assert!(dom.contains("Arguments (as recorded, redacted)"), "{dom}");
+
+    // The pictures: SVG drawn by the server, no script; the call page's marks.
+    let pictures = dump_dom(&browser, &format!("http://{addr}/pictures"), &profile);
+    assert_eq!(
+        pictures.matches("<svg class=\"picture\"").count(),
+        4,
+        "{pictures}"
+    );
+    assert!(pictures.contains(">completed: 2</text>"), "{pictures}");
+    assert!(
+        !pictures.to_ascii_lowercase().contains("<script"),
+        "{pictures}"
+    );
+    assert!(!pictures.contains("data-pwned"), "{pictures}");
+    let call = dump_dom(
+        &browser,
+        &format!("http://{addr}/call?id={}", calls.completed.call_id),
+        &profile,
+    );
+    assert!(call.contains("<mark id=\"mark-"), "{call}");
+    support::screenshot_tall(
+        &browser,
+        &format!("http://{addr}/call?id={}", calls.completed.call_id),
+        &profile,
+        "call-evidence",
+        3200,
+    );
+
+    // Screenshots of each page, for docs/audit.md (test artifacts).
+    verified(&addr).await;
+    for (name, path) in [
+        ("pictures", "/pictures".to_string()),
+        ("calls", "/calls".to_string()),
+        (
+            "call-completed",
+            format!("/call?id={}", calls.completed.call_id),
+        ),
+        ("call-edit", format!("/call?id={}", calls.edit.call_id)),
+        (
+            "call-hostile",
+            format!("/call?id={}", calls.hostile.call_id),
+        ),
+        ("integrity", "/integrity".to_string()),
+    ] {
+        screenshot(&browser, &format!("http://{addr}{path}"), &profile, name);
+    }
 }

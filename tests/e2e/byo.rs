@@ -266,6 +266,49 @@ async fn filesystem_rs_reads_inside_its_root_and_nothing_outside() {
                 .contains("outside the root")
         );
     }
+
+    // Once `workspace` is revoked, the preopened root is refused at its next operation, with the
+    // refusal on record: the same barrier as vak's own workspace broker.
+    revoke(&host, "read-file", Capability::Workspace).await;
+    let record = call(
+        &host,
+        "read-file",
+        json!({"path": format!("{root_text}/notes.txt")}),
+    )
+    .await;
+    assert_eq!(record.status, Status::ToolError, "{record:#?}");
+    assert!(
+        !serde_json::to_string(&record)
+            .unwrap()
+            .contains("inside the root"),
+        "{record:#?}"
+    );
+    let refused = record
+        .receipts
+        .iter()
+        .find(|r| r.capability == Capability::Workspace && !r.ok)
+        .unwrap_or_else(|| panic!("a receipt of the refusal: {record:#?}"));
+    assert!(
+        refused.outcome.to_string().contains("revoked"),
+        "{refused:#?}"
+    );
+    // The other tools of the component are not touched by this tool's revocation.
+    let listed = call(&host, "list-directory", json!({"path": root_text})).await;
+    assert!(text(&listed).contains("notes.txt"));
+}
+
+/// Revoke `capability` of `tool` on `host`.
+async fn revoke(host: &Host, tool: &str, capability: Capability) {
+    host.revocations()
+        .revoke(
+            vak_host::revocation::Revocation::Capability {
+                tool: tool.into(),
+                capability,
+            },
+            "test",
+        )
+        .await
+        .expect("the revocation is recorded");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -297,6 +340,20 @@ async fn time_server_js_reads_the_real_clock_only_when_granted() {
         .find(|r| r.capability == Capability::Clock)
         .expect("a receipt of the reading");
     assert!(reading.ok);
+
+    // Revoked, the clock reads frozen again, and the refused reading is on record.
+    revoke(&real, tool, Capability::Clock).await;
+    let record = call(&real, tool, json!({})).await;
+    assert!(text(&record).starts_with("1970-01-01"), "{record:#?}");
+    let refused = record
+        .receipts
+        .iter()
+        .find(|r| r.capability == Capability::Clock)
+        .expect("a receipt of the refused reading");
+    assert!(
+        !refused.ok && refused.outcome.to_string().contains("revoked"),
+        "{refused:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

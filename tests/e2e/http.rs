@@ -483,6 +483,7 @@ capabilities.http = {{ origins = ["http://127.0.0.1:{port}"], allow_addresses = 
     let decl = vak_host::mcp::declaration(research, &lookup, host.registry());
     assert_eq!(decl["annotations"]["readOnlyHint"], true, "{decl}");
     assert_eq!(decl["annotations"]["openWorldHint"], true, "{decl}");
+    assert_eq!(decl["annotations"]["destructiveHint"], false, "{decl}");
     let host_all = host_with(
         &[("research", bundled("research"))],
         &format!(
@@ -498,6 +499,8 @@ capabilities.http = {{ origins = ["http://127.0.0.1:{port}"], allow_addresses = 
         host_all.registry(),
     );
     assert_eq!(decl["annotations"]["readOnlyHint"], false, "{decl}");
+    // PUT and DELETE may replace or remove what is at the origin.
+    assert_eq!(decl["annotations"]["destructiveHint"], true, "{decl}");
 
     // A method the broker does not know is a policy error with its line.
     let bad = policy.replace(r#"methods = ["GET"]"#, r#"methods = ["BREW"]"#);

@@ -4,6 +4,13 @@
 //! a tampered state, or a state sent back with other arguments, is refused with a JSON-RPC error
 //! and a record; a tool whose grant could change something is not run again.
 
+#[path = "mcp_rounds/approvals.rs"]
+mod approvals;
+#[path = "mcp_rounds/asked_together.rs"]
+mod asked_together;
+#[path = "mcp_rounds/single_use.rs"]
+mod single_use;
+
 use serde_json::{Value, json};
 use vak_tests::http_mcp::HttpMcp;
 use vak_tests::{guest, guests, serve_command, spawn_http, vak_in};
@@ -69,7 +76,7 @@ async fn call(
 }
 
 /// The record of `call_id`, as `vak audit show` prints it (the server's indexer inserts an entry
-/// within its index delay of the answer: waited for).
+/// within its index delay of the answer: waited for, past the call's `started` entry).
 fn record(dir: &std::path::Path, call_id: &str) -> Value {
     let mut tries = 0;
     loop {
@@ -77,12 +84,17 @@ fn record(dir: &std::path::Path, call_id: &str) -> Value {
             .args(["audit", "show", call_id])
             .output()
             .expect("vak audit show");
-        if out.status.success() {
-            return serde_json::from_slice(&out.stdout).expect("the record, as JSON");
-        }
         let err = String::from_utf8_lossy(&out.stderr);
         tries += 1;
-        assert!(err.contains("no record") && tries < 50, "{err}");
+        if out.status.success() {
+            let shown: Value = serde_json::from_slice(&out.stdout).expect("the record, as JSON");
+            // The call's `started` entry, its record not yet indexed: wait for the record.
+            if shown["entry"] != "started" || tries >= 50 {
+                return shown;
+            }
+        } else {
+            assert!(err.contains("no record") && tries < 50, "{err}");
+        }
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
@@ -421,6 +433,35 @@ async fn two_questions_take_two_rounds_and_the_first_answer_is_replayed() {
         err.contains("failed (input_required), asked elicitation-1, 0 answers")
             && err.contains("asked elicitation-2, 1 answer from")
             && err.contains("completed, 2 answers"),
+        "{err}"
+    );
+    // Each round names the one before it, and shows the questions it answered and the answers.
+    let lines: Vec<&str> = err.lines().collect();
+    let at = |n: usize| {
+        lines
+            .iter()
+            .position(|l| l.trim_start().starts_with(&format!("round {n} ")))
+            .unwrap_or_else(|| panic!("no round {n}: {err}"))
+    };
+    assert!(
+        lines[at(2)].contains(&format!("(after {})", call_id(&first))),
+        "{err}"
+    );
+    assert!(
+        lines[at(3)].contains(&format!("(after {})", call_id(&second))),
+        "{err}"
+    );
+    let round3 = lines[at(3) + 1..].join("\n");
+    let (q1, q2) = (
+        round3.find("Step 1: What is your name?"),
+        round3.find("Step 2: What is your favorite color?"),
+    );
+    assert!(
+        q1.is_some() && q2.is_some() && q1 < q2,
+        "both questions, in order: {err}"
+    );
+    assert!(
+        round3.contains("answered") && round3.contains("Alice") && round3.contains("blue"),
         "{err}"
     );
     child.kill().await.ok();

@@ -455,11 +455,8 @@ async fn migrations_apply_once_step_by_step_and_a_newer_schema_is_refused() {
     // A database one step behind gets the last step only.
     cluster
         .psql(&format!(
-            "ALTER TABLE vak_nodes DROP COLUMN holder, DROP COLUMN holder_info,
-                 DROP COLUMN heartbeat_at, DROP COLUMN lease_ms, DROP COLUMN stale_ms,
-                 DROP COLUMN revocation_ack;
-             DROP FUNCTION vak_reserve_give_up, vak_reserve_fenced;
-             DROP TABLE vak_reserve_fence;
+            "DROP INDEX vak_records_tool_gseq, vak_records_stage_gseq,
+                 vak_records_principal_gseq, vak_records_session_gseq;
              DELETE FROM vak_schema WHERE version = {latest}"
         ))
         .unwrap();

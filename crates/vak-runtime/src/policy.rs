@@ -7,11 +7,8 @@
 //! by name to that capability's grant compiler (`capabilities::<name>::grant`), whose types are
 //! re-exported here.
 
-use crate::capabilities::Capability;
-use crate::capabilities::{
-    client::grant as client, clock::grant as clock, http::grant as http, invoke::grant as invoke,
-    workspace::grant as workspace,
-};
+use crate::capabilities::SectionError;
+use crate::capabilities::environment::grant as environment;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -19,12 +16,19 @@ use std::sync::Arc;
 
 pub use crate::capabilities::client::grant::CLIENT_REQUESTS;
 pub use crate::capabilities::clock::grant::ZoneScope;
-pub use crate::capabilities::grant::{Scope, ToolGrant};
+pub use crate::capabilities::grant::{Effects, GrantedScope, Scope, ToolGrant};
 pub use crate::capabilities::http::grant::{
     Credential, HTTP_METHODS, HTTP_READ_METHODS, HttpScope, Injection, Origin, SecretRef,
 };
 pub use crate::capabilities::workspace::grant::{Root, RootMode};
+pub use crate::capabilities::{
+    client::grant::Requests, invoke::grant::Tools, log::Unscoped, workspace::grant::Roots,
+};
 pub use vak_core::types::{Caps, SessionCaps};
+
+/// The section of `capabilities` that is not a brokered capability: the keys a foreign
+/// component reads through the standard interfaces.
+const ENVIRONMENT: &str = "environment";
 
 /// The policy the `vak` binary uses by default: the bundled tools get what they claim.
 pub const DEFAULT_POLICY: &str = include_str!("../policy/default.toml");
@@ -51,9 +55,12 @@ pub enum PolicyError {
 }
 
 impl PolicyError {
-    /// The error placed at `line` (scope errors are found after parsing, by tool).
+    /// The error placed at `line` (scope errors are found after parsing, by tool), unless it
+    /// already has a line of its own (a section's).
     fn at_line(mut self, at: usize) -> PolicyError {
-        if let PolicyError::Scope { line, .. } = &mut self {
+        if let PolicyError::Scope { line, .. } = &mut self
+            && *line == 0
+        {
             *line = at;
         }
         self
@@ -74,8 +81,9 @@ struct PolicyFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ToolGrantFile {
+    /// Each capability's section, by the capability's name; `environment` beside them.
     #[serde(default)]
-    capabilities: CapabilitiesFile,
+    capabilities: BTreeMap<String, toml::Spanned<toml::Value>>,
     #[serde(default)]
     caps: Caps,
     /// Only these principals may call the tool (absent: any principal).
@@ -88,18 +96,6 @@ struct ToolGrantFile {
     /// For a component built for another host: the exported function this table serves under
     /// the table's name (its export as `vak inspect` lists it, or the tool name vak derives).
     export: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CapabilitiesFile {
-    clock: Option<clock::ClockGrantFile>,
-    http: Option<http::HttpGrantFile>,
-    workspace: Option<workspace::WorkspaceGrantFile>,
-    invoke: Option<invoke::InvokeGrantFile>,
-    log: Option<crate::capabilities::log::LogGrantFile>,
-    client: Option<client::ClientGrantFile>,
-    environment: Option<crate::capabilities::environment::grant::EnvironmentGrantFile>,
 }
 
 /// A compiled policy.
@@ -151,7 +147,8 @@ impl Policy {
                 .matches('\n')
                 .count();
             let grant = spanned.into_inner();
-            let grant = Self::compile_grant(origin, name, grant, &file.defaults)
+            let line_of = |at: usize| 1 + text[..at.min(text.len())].matches('\n').count();
+            let grant = Self::compile_grant(origin, name, grant, &file.defaults, &line_of)
                 .map_err(|e| e.at_line(line))?;
             tools.insert(grant.tool.clone(), Arc::new(grant));
         }
@@ -169,55 +166,61 @@ impl Policy {
         name: String,
         grant: ToolGrantFile,
         defaults: &Caps,
+        line_of: &dyn Fn(usize) -> usize,
     ) -> Result<ToolGrant, PolicyError> {
-        {
-            // Each capability's section, handed to that capability's grant compiler.
-            let fail = |message: String| PolicyError::Scope {
-                origin: origin.into(),
-                tool: name.clone(),
-                line: 0,
-                message,
+        // A scope the broker does not grant is placed at the tool's table (line 0: the caller
+        // fills it in); a section not of its shape, or of no capability, at the section.
+        let at = |line: usize, message: String| PolicyError::Scope {
+            origin: origin.into(),
+            tool: name.clone(),
+            line,
+            message,
+        };
+        let fail = |message: String| at(0, message);
+        // Each capability's section, handed to the grant compiler of that name.
+        let mut capabilities = BTreeMap::new();
+        let mut environment = Vec::new();
+        for (section, spanned) in grant.capabilities {
+            let line = line_of(spanned.span().start);
+            let placed = |e: SectionError| match e {
+                SectionError::Shape(message) => at(line, message),
+                SectionError::Scope(message) => fail(message),
             };
-            let sections = grant.capabilities;
-            let mut capabilities = BTreeMap::new();
-            if let Some(s) = sections.clock {
-                let scope = Scope::Zones(clock::compile(s).map_err(fail)?);
-                capabilities.insert(Capability::Clock, scope);
+            let value = spanned.into_inner();
+            if section == ENVIRONMENT {
+                environment =
+                    environment::compile(crate::capabilities::section(value).map_err(placed)?)
+                        .map_err(fail)?;
+                continue;
             }
-            if let Some(s) = sections.http {
-                let scope = Scope::Http(http::compile(s).map_err(fail)?);
-                capabilities.insert(Capability::Http, scope);
-            }
-            if let Some(s) = sections.workspace {
-                let scope = Scope::Roots(workspace::compile(s).map_err(fail)?);
-                capabilities.insert(Capability::Workspace, scope);
-            }
-            if let Some(s) = sections.invoke {
-                let scope = Scope::Tools(invoke::compile(&name, s).map_err(fail)?);
-                capabilities.insert(Capability::Invoke, scope);
-            }
-            if sections.log.is_some() {
-                capabilities.insert(Capability::Log, Scope::Unscoped);
-            }
-            if let Some(s) = sections.client {
-                let scope = Scope::Requests(client::compile(s).map_err(fail)?);
-                capabilities.insert(Capability::Client, scope);
-            }
-            let environment = match sections.environment {
-                Some(s) => crate::capabilities::environment::grant::compile(s).map_err(fail)?,
-                None => Vec::new(),
+            let Some(compiler) =
+                crate::capabilities::grant_sections().find(|c| c.capability().name() == section)
+            else {
+                let known: Vec<&str> = crate::capabilities::grant_sections()
+                    .map(|c| c.capability().name())
+                    .chain([ENVIRONMENT])
+                    .collect();
+                return Err(at(
+                    line,
+                    format!(
+                        "`capabilities.{section}` is not a capability; the capabilities are {}",
+                        known.join(", ")
+                    ),
+                ));
             };
-            Ok(ToolGrant {
-                export: grant.export,
-                environment,
-                tool: name,
-                capabilities,
-                caps: grant.caps.or(*defaults),
-                principals: grant.principals,
-                ask: grant.ask,
-                approval_timeout_ms: grant.approval_timeout_ms.unwrap_or(120_000),
-            })
+            let scope = compiler.compile(&name, value).map_err(placed)?;
+            capabilities.insert(compiler.capability(), scope);
         }
+        Ok(ToolGrant {
+            export: grant.export,
+            environment,
+            tool: name,
+            capabilities,
+            caps: grant.caps.or(*defaults),
+            principals: grant.principals,
+            ask: grant.ask,
+            approval_timeout_ms: grant.approval_timeout_ms.unwrap_or(120_000),
+        })
     }
 
     /// The grant for `tool`, if the policy names it.
@@ -228,8 +231,8 @@ impl Policy {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
+    use crate::capabilities::Capability;
 
     #[test]
     fn the_default_policy_grants_the_bundled_tools() {
@@ -255,7 +258,14 @@ mod tests {
         let err = Policy::parse("[tools.x]\ncapabilities.sockets = {}\n", "t")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("sockets"), "{err}");
+        assert!(
+            err.contains("`capabilities.sockets` is not a capability"),
+            "{err}"
+        );
+        assert!(
+            err.contains("clock, http, workspace, invoke, log, client, environment"),
+            "{err}"
+        );
     }
 
     #[test]

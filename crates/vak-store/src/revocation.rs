@@ -223,6 +223,7 @@ impl Revocations {
 
     /// This process lost its node's name: the view is never confirmed again, and every call and
     /// capability use is refused, saying `why`.
+    #[cfg_attr(not(feature = "postgres"), expect(dead_code))]
     pub(crate) fn lose(&self, why: String) {
         let mut st = self.write();
         st.lost = Some(why);
@@ -238,6 +239,7 @@ impl Revocations {
     }
 
     /// The view is complete as of `at` (the shared store answered a query started then).
+    #[cfg_attr(not(feature = "postgres"), expect(dead_code))]
     pub(crate) fn confirm(&self, at: std::time::Instant) {
         let mut st = self.write();
         if st.lost.is_none() && st.confirmed.is_none_or(|c| c < at) {

@@ -1,8 +1,8 @@
 //! The HTTP side of `vak audit serve`: the accept loop (hyper, HTTP/1.1), the `Host` check, the
 //! routes and the headers every answer carries.
 
+use super::Source;
 use super::pages;
-use crate::journal::Journal;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{self, HeaderValue};
@@ -12,17 +12,22 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// The Content-Security-Policy of every answer: nothing loads but this server's stylesheet; no
-/// script, no frame, no form that posts elsewhere.
-pub const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/// The Content-Security-Policy of every answer: nothing loads but this server's stylesheet and
+/// its one script file (no inline script, no `eval`), which may ask this server alone; no frame,
+/// no form that posts elsewhere.
+pub const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; script-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// What every request handler reads.
 pub(super) struct State {
-    pub(super) journal: Arc<Journal>,
+    pub(super) journal: Arc<dyn Source>,
     /// The names `Host` may carry.
     pub(super) hosts: Vec<String>,
     /// Keys every entry must be signed by (none: any valid signature).
     pub(super) keys: Vec<String>,
+    /// Verification on demand, its progress and its last result.
+    pub(super) verifier: Arc<super::verify::Verifier>,
+    /// The approvals inbox, when served (`--approvals`).
+    pub(super) approvals: Option<super::approvals::Approvals>,
 }
 
 /// Accept connections until `shutdown`, each served on a task of its own.
@@ -48,7 +53,7 @@ pub(super) async fn run(
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(answer(&state, &req).await) }
+                async move { Ok::<_, Infallible>(answer(&state, req).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service);
@@ -92,7 +97,7 @@ pub fn host_allowed(host: Option<&str>, allowed: &[String]) -> bool {
 }
 
 /// The answer to `req`: a page, the stylesheet, or why not.
-async fn answer(state: &Arc<State>, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+async fn answer(state: &Arc<State>, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let host = req
         .headers()
         .get(header::HOST)
@@ -103,6 +108,11 @@ async fn answer(state: &Arc<State>, req: &Request<Incoming>) -> Response<Full<By
             "forbidden: this Host is not one this server answers to (see --allow-host)\n",
         );
     }
+    // The one route that changes state: the inbox's answers (it checks its own method).
+    if req.uri().path() == "/approvals/answer" {
+        return super::approvals::answer(state, req).await;
+    }
+    let req = &req;
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = plain(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -122,25 +132,102 @@ async fn answer(state: &Arc<State>, req: &Request<Incoming>) -> Response<Full<By
         })
         .unwrap_or_default();
     let page = match req.uri().path() {
-        "/style.css" => {
-            let mut r = finish(StatusCode::OK, pages::STYLE.as_bytes().to_vec());
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/css; charset=utf-8"),
-            );
-            return r;
+        "/style.css" => return asset("text/css; charset=utf-8", pages::STYLE),
+        "/integrity.js" => {
+            return asset("text/javascript; charset=utf-8", pages::integrity::SCRIPT);
         }
-        "/" | "/calls" => blocking(state, move |s| pages::calls::page(&s.journal, &query)).await,
-        "/call" => blocking(state, move |s| pages::call::page(&s.journal, &query)).await,
-        "/integrity" => blocking(state, move |s| pages::integrity::page(&s.journal, &s.keys)).await,
+        "/" | "/calls" => blocking(state, move |s| pages::calls::page(&*s.journal, &query)).await,
+        "/call" => blocking(state, move |s| pages::call::page(&*s.journal, &query)).await,
+        "/pictures" => blocking(state, move |s| pages::pictures::page(&*s.journal, &query)).await,
+        "/integrity" => {
+            let verify = pages::param(&query, "verify").is_some();
+            // Starting a walk costs this machine seconds: not at another site's bidding.
+            if verify && fetch_site(req) == Some("cross-site") {
+                return plain(StatusCode::FORBIDDEN, "forbidden: a cross-site request\n");
+            }
+            let tip = match blocking_value(state, |s| s.journal.tip()).await {
+                Some(Ok(tip)) => tip,
+                Some(Err(e)) => return html(pages::Page::error(&e.to_string())),
+                None => return html(pages::Page::error("The journal could not be read.")),
+            };
+            if verify {
+                state
+                    .verifier
+                    .start(state.journal.clone(), state.keys.clone(), tip);
+                return redirect("/integrity");
+            }
+            pages::integrity::page(
+                &tip,
+                &state.verifier.status(),
+                &state.keys,
+                state.journal.shared(),
+            )
+        }
+        "/integrity/progress" => return progress(state),
+        "/approvals" => return super::approvals::page(state, req, &query).await,
         _ => pages::Page::not_found("No such page."),
     };
+    html(page)
+}
+
+/// A request's `Sec-Fetch-Site` (what a browser says of where the request comes from).
+fn fetch_site(req: &Request<Incoming>) -> Option<&str> {
+    req.headers()
+        .get("sec-fetch-site")
+        .and_then(|h| h.to_str().ok())
+}
+
+/// The verification's progress as JSON, for `/integrity.js`.
+fn progress(state: &State) -> Response<Full<Bytes>> {
+    let status = state.verifier.status();
+    let value = match &status.running {
+        Some(r) => serde_json::json!({ "state": "running", "done": r.checked(), "total": r.total }),
+        None => serde_json::json!({
+            "state": if status.last.is_some() { "done" } else { "idle" },
+        }),
+    };
+    let mut r = finish(StatusCode::OK, value.to_string().into_bytes());
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// A page as an answer.
+pub(super) fn html(page: pages::Page) -> Response<Full<Bytes>> {
     let mut r = finish(page.status, page.body.into_string().into_bytes());
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/html; charset=utf-8"),
     );
     r
+}
+
+/// One of the constant files.
+fn asset(content_type: &'static str, body: &'static str) -> Response<Full<Bytes>> {
+    let mut r = finish(StatusCode::OK, body.as_bytes().to_vec());
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+/// See `location` (a path of this server), after a request that started something.
+pub(super) fn redirect(location: &str) -> Response<Full<Bytes>> {
+    let mut r = finish(StatusCode::SEE_OTHER, Vec::new());
+    if let Ok(v) = HeaderValue::from_str(location) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
+}
+
+/// Run `read` (SQLite, blocking) off the async threads; `None` if it could not run.
+async fn blocking_value<T: Send + 'static>(
+    state: &Arc<State>,
+    read: impl FnOnce(&State) -> T + Send + 'static,
+) -> Option<T> {
+    let state = state.clone();
+    tokio::task::spawn_blocking(move || read(&state)).await.ok()
 }
 
 /// Run `make` (it reads the journal: SQLite, blocking) off the async threads.
@@ -172,15 +259,18 @@ fn finish(status: StatusCode, body: Vec<u8>) -> Response<Full<Bytes>> {
         HeaderValue::from_static("nosniff"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    // No address of these pages leaves this origin. Not `no-referrer`: under it a browser
+    // sends `Origin: null` with a form's POST, which the inbox must refuse (a sandboxed frame
+    // of any site sends the same).
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r
 }
 
-fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
+pub(super) fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
     let mut r = finish(status, text.as_bytes().to_vec());
     r.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -59,6 +59,7 @@ pub(super) fn shared_store_url(cli: &Cli) -> Option<String> {
 }
 
 /// `--node`, else `$VAK_NODE`, else the host name.
+#[cfg_attr(not(feature = "postgres"), expect(dead_code))]
 pub(super) fn node_name(cli: &Cli) -> String {
     cli.node
         .clone()

@@ -50,9 +50,9 @@ enum AuditCommand {
         key: Vec<String>,
     },
     /// Serve the journal as read-only web pages for a reviewer: the calls (paged, filtered), one
-    /// call stage by stage with its record checked, and every chain verified. Loopback only
-    /// unless --allow-host is given; prints the URL on stderr; runs until Ctrl-C. See
-    /// docs/audit.md.
+    /// call stage by stage with its record checked, and every chain verified (with --store,
+    /// every node's chain of the shared store). Loopback only unless --allow-host is given;
+    /// prints the URL on stderr; runs until Ctrl-C. See docs/audit.md.
     Serve {
         /// The address to listen on (port 0 picks one; the URL is printed).
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0", value_parser = super::args::parse_listen_addr)]
@@ -65,6 +65,12 @@ enum AuditCommand {
         /// (repeatable).
         #[arg(long, value_name = "HEX")]
         key: Vec<String>,
+        /// Also serve the approvals inbox: the calls of `vak serve --approvals inbox` that wait
+        /// for a person, answered yes or no here. Prints a URL with a one-time access token
+        /// (exchanged for a session cookie); answers are POSTed with a CSRF token. Local state
+        /// only: refused with --store.
+        #[arg(long)]
+        approvals: bool,
     },
 }
 
@@ -76,7 +82,11 @@ impl AuditArgs {
 }
 
 /// `vak audit [list filters] | show ID | verify | serve`.
-pub(super) async fn run(store: &vak_host::Store, args: &AuditArgs) -> ExitCode {
+pub(super) async fn run(
+    store: &vak_host::Store,
+    args: &AuditArgs,
+    state_dir: Option<std::path::PathBuf>,
+) -> ExitCode {
     match &args.command {
         None => {
             let filter = vak_host::journal::Filter {
@@ -95,38 +105,68 @@ pub(super) async fn run(store: &vak_host::Store, args: &AuditArgs) -> ExitCode {
             http,
             allow_hosts,
             key,
+            approvals,
         }) => {
+            use vak_host::approval::inbox::{INBOX_FILE, Inbox};
+            let inbox = match (approvals, state_dir) {
+                (false, _) => None,
+                // The inbox is one machine's: its `vak serve --approvals inbox` writes it in its
+                // state directory, not in the shared store.
+                #[cfg(feature = "postgres")]
+                (true, _) if matches!(store, vak_host::Store::Postgres(_)) => {
+                    return usage_error(
+                        "--approvals serves the inbox of this machine's state directory, not a shared \
+                         store's: run `vak audit serve --approvals` without --store on the machine \
+                         whose `vak serve --approvals inbox` waits, and the shared pages apart",
+                    );
+                }
+                (true, None) => {
+                    return usage_error("--approvals needs a state directory: set --state-dir");
+                }
+                (true, Some(dir)) => match Inbox::open(&dir.join(INBOX_FILE)) {
+                    Ok(i) => Some(std::sync::Arc::new(i)),
+                    Err(e) => return usage_error(e),
+                },
+            };
             let options = vak_host::audit_web::Options {
                 allow_hosts: allow_hosts.clone(),
                 keys: key.clone(),
+                inbox,
             };
             serve(store, *http, &options).await
         }
     }
 }
 
-/// `vak audit serve`: the local journal's pages until Ctrl-C or SIGTERM.
+/// `vak audit serve`: the journal's pages (the local one's, or every node's chain of a shared
+/// store) until Ctrl-C or SIGTERM.
 async fn serve(
     store: &vak_host::Store,
     addr: std::net::SocketAddr,
     options: &vak_host::audit_web::Options,
 ) -> ExitCode {
-    use vak_host::audit_web::Bound;
-    let journal = match store {
+    use vak_host::audit_web::{Bound, Source};
+    let journal: std::sync::Arc<dyn Source> = match store {
         vak_host::Store::Local(vak_host::store::Local {
             journal: Some(j), ..
         }) => j.clone(),
         vak_host::Store::Local(_) => return usage_error("there is no journal to serve"),
-        vak_host::Store::Postgres(_) => {
-            return usage_error(
-                "vak audit serve reads the local journal only, for now: run it without --store",
-            );
+        #[cfg(feature = "postgres")]
+        vak_host::Store::Postgres(pg) => {
+            std::sync::Arc::new(vak_host::audit_web::Shared::new(pg.clone()))
         }
     };
     let bound = match Bound::bind(addr, options).await {
         Ok(b) => b,
         Err(e) => return usage_error(e),
     };
+    if let Some(token) = bound.access_token() {
+        // Printed once, here: whoever holds it may answer approvals.
+        say_err!(
+            "vak: approvals inbox (open this link; it gives your browser a session): http://{}/approvals?token={token}",
+            bound.local_addr()
+        );
+    }
     say_err!(
         "vak: serving the audit pages at http://{}/",
         bound.local_addr()
@@ -222,7 +262,9 @@ async fn show(store: &vak_host::Store, call_id: &str) -> ExitCode {
 }
 
 /// For a round of a call answered over MCP input-required rounds: the rounds up to it, each
-/// from its own entry (checked), with what it asked; on stderr, after the record.
+/// from its own entry (checked), linked by their previous call, with what each asked, the
+/// questions answered in it and their answers (as the receipts hold them: redacted as every
+/// record is), and its approvals; on stderr, after the record.
 async fn rounds(store: &vak_host::Store, text: &str) {
     use render::neutralise_line as field;
     let Ok(record) = serde_json::from_str::<serde_json::Value>(text) else {
@@ -254,27 +296,8 @@ async fn rounds(store: &vak_host::Store, text: &str) {
     }
     chain.reverse();
     say_err!("vak: a call answered over input-required rounds; its rounds so far:");
-    for r in &chain {
-        let text = |v: &serde_json::Value| field(v.as_str().unwrap_or("-"));
-        let asked = match r["error"]["details"]["asked"].as_str() {
-            Some(key) => format!(", asked {}", field(key)),
-            None => String::new(),
-        };
-        let answers = r["receipts"].as_array().map_or(0, |all| {
-            all.iter()
-                .filter(|x| x["capability"] == "client" && x["ok"] == true)
-                .count()
-        });
-        let ended = match r["error"]["kind"].as_str() {
-            Some(kind) => format!("{} ({})", text(&r["status"]), field(kind)),
-            None => text(&r["status"]),
-        };
-        say_err!(
-            "  round {:<3} {}  {ended}{asked}, {answers} answer{} from the client",
-            r["round"]["round"].as_u64().unwrap_or(0),
-            text(&r["call_id"]),
-            if answers == 1 { "" } else { "s" },
-        );
+    for line in render::round_chain(&chain) {
+        say_err!("{line}");
     }
 }
 
@@ -317,6 +340,7 @@ async fn verify(store: &vak_host::Store, key: &[String]) -> ExitCode {
             };
             // A shared store's chains are its nodes'; a local journal's, its processes'.
             let label = match store {
+                #[cfg(feature = "postgres")]
                 vak_host::Store::Postgres(_) => "node",
                 vak_host::Store::Local(_) => "chain",
             };

@@ -214,6 +214,12 @@ enum Command {
         /// origins (repeatable). Requests with any other Origin get 403.
         #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
         allow_origins: Vec<String>,
+        /// Who answers the calls of tools marked `ask`: `client` asks the MCP client with an
+        /// elicitation form; `inbox` writes each question to the state directory's
+        /// approvals.sqlite, for a person to answer in `vak audit serve --approvals` (another
+        /// process, on the same state directory), and waits up to the grant's approval timeout.
+        #[arg(long, value_enum, default_value = "client")]
+        approvals: serve::Approvals,
     },
     /// Make a new tool project NAME (a folder of that name): it builds with `vak build` and
     /// answers `vak call` as it is, with a README, a policy and one test.
@@ -394,13 +400,22 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Store {
             command: store::StoreCommand::Status { json },
         } => return store::status(&store, *json).await,
-        Command::Audit(args) => return audit::run(&store, args).await,
+        Command::Audit(a) => {
+            return audit::run(&store, a, args::state_dir(cli.state_dir.as_ref())).await;
+        }
         Command::Revoke { what, reason } => return revoke::revoke(&store, what, reason).await,
         Command::Revocations { json } => return revoke::list(&store, *json),
         _ => {}
     }
     let approver = match &cli.command {
         Command::Call(args) => Some(call::approver(args)),
+        Command::Serve {
+            approvals: serve::Approvals::Inbox,
+            ..
+        } => match serve::inbox_approver(args::state_dir(cli.state_dir.as_ref())) {
+            Ok(a) => Some(a),
+            Err(e) => return usage_error(e),
+        },
         _ => None,
     };
     let host = match setup::build_host(&cli, policy, store, key, approver).await {
@@ -424,6 +439,7 @@ async fn run(cli: Cli) -> ExitCode {
             http,
             allow_hosts,
             allow_origins,
+            ..
         } => {
             serve::run(
                 &host,

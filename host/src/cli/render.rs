@@ -464,43 +464,7 @@ pub fn policy(p: &Policy) -> String {
             let _ = writeln!(out, "  capabilities: none (pure computation)");
         }
         for (cap, scope) in &g.capabilities {
-            let scope = match scope {
-                vak_host::policy::Scope::Unscoped => "no scopes".to_string(),
-                vak_host::policy::Scope::Http(h) => format!(
-                    "origins {}; methods {}; internal addresses allowed: {}; body ≤ {} B, {} ms",
-                    h.origins
-                        .iter()
-                        .map(|o| o.text.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    h.methods.join(", "),
-                    joined_or_none(
-                        &h.allow_addresses
-                            .iter()
-                            .map(|a| a.to_string())
-                            .collect::<Vec<_>>()
-                    ),
-                    h.max_body_bytes,
-                    h.timeout_ms
-                ),
-                vak_host::policy::Scope::Tools(tools) => {
-                    format!("child runs of {}", tools.join(", "))
-                }
-                vak_host::policy::Scope::Requests(requests) => {
-                    format!("requests {}", requests.join(", "))
-                }
-                vak_host::policy::Scope::Roots(roots) => roots
-                    .iter()
-                    .map(|r| format!("{} = {} ({:?})", r.name, r.path.display(), r.mode))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                vak_host::policy::Scope::Zones(vak_host::policy::ZoneScope::Any) => {
-                    "any IANA zone".to_string()
-                }
-                vak_host::policy::Scope::Zones(vak_host::policy::ZoneScope::Only(z)) => {
-                    format!("zones {}", z.join(", "))
-                }
-            };
+            let scope = scope.describe();
             let _ = writeln!(out, "  {}: {scope} — {}", cap.name(), cap.summary());
         }
         let c = &g.caps;
@@ -523,6 +487,7 @@ pub fn policy(p: &Policy) -> String {
 }
 
 /// `vak store status` for a person.
+#[cfg(feature = "postgres")]
 pub fn store_status(store: &str, status: &vak_host::store::postgres::StoreStatus) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "store {}", neutralise(store));
@@ -579,6 +544,73 @@ pub fn store_status(store: &str, status: &vak_host::store::postgres::StoreStatus
             "WARNING: the nodes registered {} different policies; session budgets are shared, so every node should serve the same one",
             policies.len()
         );
+    }
+    out
+}
+
+/// The most characters of a question or an answer a round's line shows (the record has all).
+const ROUND_VALUE_CHARS: usize = 300;
+
+/// The rounds of a call answered over MCP input-required rounds, first to last (each a record as
+/// stored, already redacted as every record is): per round its call, the call it follows, how it
+/// ended and what it asked; under it each question the client answered in that round (the
+/// receipt's request and outcome), and each approval's decision. One line each, neutralised.
+pub fn round_chain(chain: &[serde_json::Value]) -> Vec<String> {
+    use serde_json::Value;
+    let text = |v: &Value| neutralise_line(v.as_str().unwrap_or("-"));
+    // A value on one line, cut to its first characters.
+    let short = |v: &Value| {
+        let line = neutralise_line(&v.to_string());
+        match line.char_indices().nth(ROUND_VALUE_CHARS) {
+            Some((at, _)) => format!("{}…", &line[..at]),
+            None => line,
+        }
+    };
+    let mut out = Vec::new();
+    for r in chain {
+        let asked = match r["error"]["details"]["asked"].as_str() {
+            Some(key) => format!(", asked {}", neutralise_line(key)),
+            None => String::new(),
+        };
+        let answered: Vec<&Value> = r["receipts"].as_array().map_or(Vec::new(), |all| {
+            all.iter()
+                .filter(|x| x["capability"] == "client" && x["ok"] == true)
+                .collect()
+        });
+        let ended = match r["error"]["kind"].as_str() {
+            Some(kind) => format!("{} ({})", text(&r["status"]), neutralise_line(kind)),
+            None => text(&r["status"]),
+        };
+        let after = match r["round"]["previous_call_id"].as_str() {
+            Some(previous) => format!(" (after {})", neutralise_line(previous)),
+            None => String::new(),
+        };
+        let n = answered.len();
+        out.push(format!(
+            "  round {:<3} {}{after}  {ended}{asked}, {n} answer{} from the client",
+            r["round"]["round"].as_u64().unwrap_or(0),
+            text(&r["call_id"]),
+            if n == 1 { "" } else { "s" },
+        ));
+        for receipt in answered {
+            let request = &receipt["request"];
+            let key = request["key"]
+                .as_str()
+                .map_or(String::new(), |k| format!(" {}", neutralise_line(k)));
+            out.push(format!(
+                "    {}{key}: asked {}",
+                text(&receipt["operation"]),
+                short(request)
+            ));
+            out.push(format!("      answered {}", short(&receipt["outcome"])));
+        }
+        for approval in r["approvals"].as_array().into_iter().flatten() {
+            let by = match approval["by"].as_str() {
+                Some(by) => format!(" by {}", neutralise_line(by)),
+                None => String::new(),
+            };
+            out.push(format!("    approval: {}{by}", text(&approval["decision"])));
+        }
     }
     out
 }

@@ -3,7 +3,34 @@
 
 use super::render;
 use std::process::ExitCode;
+use std::sync::Arc;
 use vak_host::Host;
+use vak_host::approval::Approver;
+use vak_host::approval::inbox::{INBOX_FILE, Inbox, InboxApprover};
+
+/// Who answers the calls of tools marked `ask` under `vak serve`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum Approvals {
+    /// The MCP client, with an elicitation form (a client without elicitation: refused).
+    Client,
+    /// A person at `vak audit serve --approvals`, through the state directory's inbox.
+    Inbox,
+}
+
+/// The inbox approver, on `state_dir`'s inbox file.
+pub(super) fn inbox_approver(
+    state_dir: Option<std::path::PathBuf>,
+) -> Result<Arc<dyn Approver>, String> {
+    let dir = state_dir
+        .ok_or("--approvals inbox needs a state directory: set --state-dir or VAK_STATE_DIR")?;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let inbox = Inbox::open(&dir.join(INBOX_FILE)).map_err(|e| e.to_string())?;
+    say_err!(
+        "vak serve: calls that need approval wait in {} for an answer from `vak audit serve --approvals`",
+        dir.join(INBOX_FILE).display()
+    );
+    Ok(Arc::new(InboxApprover::new(Arc::new(inbox))))
+}
 
 /// Serve until the client goes or a signal comes; then give the node's name back to the store,
 /// so that another process may take it at once.

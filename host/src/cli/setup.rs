@@ -17,10 +17,18 @@ pub(super) enum SetupError {
         render::neutralise(.0)
     )]
     NotPostgres(String),
+    #[error(
+        "this vak was built without PostgreSQL (cargo feature `postgres`), so it cannot open `{}`",
+        render::neutralise(.0)
+    )]
+    #[cfg_attr(feature = "postgres", expect(dead_code))]
+    NoPostgres(String),
     #[error("--no-journal: a shared store always keeps the journal")]
+    #[cfg_attr(not(feature = "postgres"), expect(dead_code))]
     NoJournalOnSharedStore,
     /// The policy file, read for its digest (a shared store records each node's).
     #[error("cannot read {}: {source}", .path.display())]
+    #[cfg_attr(not(feature = "postgres"), expect(dead_code))]
     ReadPolicy {
         path: PathBuf,
         source: std::io::Error,
@@ -134,36 +142,20 @@ fn open_journal(
 
 /// The store the global options name: a shared PostgreSQL store, or this machine's state
 /// folder (the journal unless --no-journal, the revocations file).
+#[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
 pub(super) async fn open_store(
     cli: &Cli,
     serving: bool,
     public_key: &str,
 ) -> Result<vak_host::Store, SetupError> {
-    use vak_host::store::postgres::{PgOptions, PgStore};
     if let Some(url) = args::shared_store_url(cli) {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(SetupError::NotPostgres(url));
         }
-        if cli.no_journal {
-            return Err(SetupError::NoJournalOnSharedStore);
-        }
-        let mut options = PgOptions::new(args::node_name(cli));
-        options.register = serving;
-        options.op_timeout = std::time::Duration::from_millis(cli.store_timeout_ms);
-        options.public_key = Some(public_key.to_string());
-        options.policy_sha256 = Some(match &cli.policy {
-            Some(path) => std::fs::read(path)
-                .map(|b| vak_host::digest::sha256_hex(&b))
-                .map_err(|source| SetupError::ReadPolicy {
-                    path: path.clone(),
-                    source,
-                })?,
-            None => "built-in".to_string(),
-        });
-        return PgStore::connect(&url, options)
-            .await
-            .map(vak_host::Store::Postgres)
-            .map_err(SetupError::from);
+        #[cfg(not(feature = "postgres"))]
+        return Err(SetupError::NoPostgres(url));
+        #[cfg(feature = "postgres")]
+        return open_shared(cli, url, serving, public_key).await;
     }
     let revocations = open_revocations(cli.state_dir.as_ref())?;
     let journal = if cli.no_journal {
@@ -180,6 +172,37 @@ pub(super) async fn open_store(
         journal: journal.map(std::sync::Arc::new),
         revocations: std::sync::Arc::new(revocations),
     }))
+}
+
+/// The shared PostgreSQL store at `url`, this process a node of it.
+#[cfg(feature = "postgres")]
+async fn open_shared(
+    cli: &Cli,
+    url: String,
+    serving: bool,
+    public_key: &str,
+) -> Result<vak_host::Store, SetupError> {
+    use vak_host::store::postgres::{PgOptions, PgStore};
+    if cli.no_journal {
+        return Err(SetupError::NoJournalOnSharedStore);
+    }
+    let mut options = PgOptions::new(args::node_name(cli));
+    options.register = serving;
+    options.op_timeout = std::time::Duration::from_millis(cli.store_timeout_ms);
+    options.public_key = Some(public_key.to_string());
+    options.policy_sha256 = Some(match &cli.policy {
+        Some(path) => std::fs::read(path)
+            .map(|b| vak_host::digest::sha256_hex(&b))
+            .map_err(|source| SetupError::ReadPolicy {
+                path: path.clone(),
+                source,
+            })?,
+        None => "built-in".to_string(),
+    });
+    PgStore::connect(&url, options)
+        .await
+        .map(vak_host::Store::Postgres)
+        .map_err(SetupError::from)
 }
 
 /// The revocations file in the state folder, else revocations kept in memory only.

@@ -1,7 +1,9 @@
 //! `vak store migrate` and `vak store status`: the shared PostgreSQL store's schema brought up to
 //! date, and its nodes, chains, revocations and sessions shown.
 
-use super::{Cli, args, render, usage_error};
+#[cfg(feature = "postgres")]
+use super::render;
+use super::{Cli, args, usage_error};
 use clap::Subcommand;
 use std::process::ExitCode;
 
@@ -18,7 +20,29 @@ pub(super) enum StoreCommand {
     },
 }
 
+/// `vak store migrate` and `vak store status` in a vak built without PostgreSQL.
+#[cfg(not(feature = "postgres"))]
+mod without {
+    use super::*;
+
+    pub(in super::super) async fn migrate(cli: &Cli) -> ExitCode {
+        let url = args::shared_store_url(cli).unwrap_or_default();
+        usage_error(super::super::setup::SetupError::NoPostgres(url))
+    }
+
+    pub(in super::super) async fn status(store: &vak_host::Store, _json: bool) -> ExitCode {
+        usage_error(format!(
+            "vak store status reads a shared store; this vak was built without PostgreSQL \
+             (cargo feature `postgres`) and serves from {}",
+            store.describe()
+        ))
+    }
+}
+#[cfg(not(feature = "postgres"))]
+pub(super) use without::{migrate, status};
+
 /// `vak store migrate`.
+#[cfg(feature = "postgres")]
 pub(super) async fn migrate(cli: &Cli) -> ExitCode {
     let Some(url) = args::shared_store_url(cli) else {
         return usage_error("vak store migrate needs --store postgres://… (or VAK_STORE)");
@@ -48,6 +72,7 @@ pub(super) async fn migrate(cli: &Cli) -> ExitCode {
 }
 
 /// `vak store status`.
+#[cfg(feature = "postgres")]
 pub(super) async fn status(store: &vak_host::Store, json: bool) -> ExitCode {
     let vak_host::Store::Postgres(pg) = store else {
         return usage_error(

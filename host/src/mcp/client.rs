@@ -12,13 +12,13 @@
 #![allow(deprecated)]
 
 use crate::capabilities::client::{
-    ClientChannel, ClientError, ElicitAction, ElicitReply, ElicitRequest, LogLevel, SampleReply,
-    SampleRequest,
+    ClientChannel, ClientError, ElicitAction, ElicitReply, ElicitRequest, LogLevel, Root,
+    SampleReply, SampleRequest,
 };
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CreateMessageRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction, LoggingLevel,
-    LoggingMessageNotificationParam,
+    CreateMessageRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ListRootsResult, LoggingLevel, LoggingMessageNotificationParam,
 };
 use rmcp::service::{Peer, RoleServer};
 use serde_json::{Value, json};
@@ -109,7 +109,7 @@ impl McpChannel {
         self.stateless
     }
 
-    /// Whether the client declared `what` (`sampling`, `elicitation`) at its handshake.
+    /// Whether the client declared `what` (`sampling`, `elicitation`, `roots`) at its handshake.
     fn declared(&self, what: &'static str) -> Result<(), ClientError> {
         let info = self.peer.peer_info().filter(|_| !self.stateless);
         let Some(info) = info else {
@@ -122,6 +122,7 @@ impl McpChannel {
         let caps = &info.capabilities;
         let declared = match what {
             "sampling" => caps.sampling.is_some(),
+            "roots" => caps.roots.is_some(),
             _ => caps.elicitation.is_some(),
         };
         if declared {
@@ -189,6 +190,31 @@ impl ClientChannel for McpChannel {
             elicit_reply(result)
         })
     }
+
+    fn list_roots(&self) -> BoxFuture<'static, Result<Vec<Root>, ClientError>> {
+        let checked = self.declared("roots");
+        let peer = self.peer.clone();
+        Box::pin(async move {
+            checked?;
+            let result = peer
+                .list_roots()
+                .await
+                .map_err(|e| ClientError::Failed(e.to_string()))?;
+            Ok(roots_reply(result))
+        })
+    }
+}
+
+/// A `roots/list` result as the tool's roots.
+pub(super) fn roots_reply(result: ListRootsResult) -> Vec<Root> {
+    result
+        .roots
+        .into_iter()
+        .map(|r| Root {
+            uri: r.uri,
+            name: r.name,
+        })
+        .collect()
 }
 
 /// The `sampling/createMessage` parameters of `request` (asked now, or in a round).

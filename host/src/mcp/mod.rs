@@ -16,6 +16,7 @@
 //!   request stops its guest at once, and the record says `cancelled`.
 
 mod client;
+mod headers;
 pub mod http;
 mod result;
 mod rounds;
@@ -81,6 +82,8 @@ impl Catalog {
         admitted.sort_by(|a, b| a.name().cmp(b.name()));
         for tool in admitted {
             let decl = declaration(tool, &lookup, host.registry());
+            headers::check_annotations(&decl["inputSchema"])
+                .map_err(|e| ServeError::Declaration(format!("{}: {e}", tool.name())))?;
             if decl.get("outputSchema").is_some() {
                 with_output.insert(tool.name().to_string());
             }
@@ -163,7 +166,7 @@ impl VakMcp {
             .grant
             .capabilities
             .contains_key(&crate::capabilities::Capability::Client);
-        if !asks_client && request.request_state.is_none() {
+        if !asks_client && !tool.grant.asks() && request.request_state.is_none() {
             return Prepared::Plain(logs);
         }
         let binding = rounds::Binding {
@@ -173,34 +176,47 @@ impl VakMcp {
             grant_sha256: host.grant_digest(tool),
         };
         let lookup = |name: &str| host.tool(name);
-        let not_replayable = if tool.grant.asks() {
-            // An approval's question goes through the same channel, before the tool runs.
-            Some(format!(
-                "tool `{}` asks for approvals, which vak does not put in input-required rounds \
-                 yet: call it in a session (the 2025-11-25 handshake), where the client is asked \
-                 during the call",
-                tool.name()
-            ))
-        } else if !tools::Hints::of(tool, &lookup).read_only {
-            Some(format!(
+        let effects = (!tools::Hints::of(tool, &lookup).read_only).then(|| {
+            format!(
                 "tool `{}` may change things outside the call (a write root, an http method \
                  beyond GET, or a child run of such a tool), which running it again for each \
                  input-required round would repeat; vak asks the client in rounds only for \
                  tools without such effects: call it in a session (the 2025-11-25 handshake), \
                  where the client is asked during the call",
                 tool.name()
-            ))
-        } else {
-            None
-        };
+            )
+        });
+        // The tool's own `ask` is answered at permission, before anything of it runs: its round
+        // repeats nothing, and the answered state is single-use, so the approved call runs once,
+        // whatever its effects. An approval asked during the call (a scope's: a root, an origin;
+        // a child run's) comes after what the tool did before it, which a new round would repeat:
+        // those go in rounds only for tools without effects.
+        let asked_first = tool.grant.ask
+            && !tool.grant.capabilities.values().any(|s| s.asks())
+            && !tool.grant.grants(crate::capabilities::Capability::Invoke);
+        let approvals_blocked = (tool.grant.asks() && !asked_first)
+            .then(|| effects.clone())
+            .flatten()
+            .map(|_| {
+                format!(
+                    "tool `{}` asks for approval during the call (for a root, an origin or a \
+                     child run) and may change things outside the call, which running it again \
+                     for the approval's round would repeat; vak asks it only in a session (the \
+                     2025-11-25 handshake)",
+                    tool.name()
+                )
+            });
+        let not_replayable = effects;
+        // Rounds run for a tool without effects (its own requests and its approvals), and for
+        // the approval asked before a tool with effects runs.
+        let rounds_run =
+            not_replayable.is_none() || (tool.grant.asks() && approvals_blocked.is_none());
         // Every round of one call is charged to one session: the one a request names, else one
         // named after the first round's call, sealed in the state so that a retry cannot start
         // afresh with a budget of its own. A tool that is not run again has no rounds.
         let named = context.meta.get(SESSION_META).is_some();
         let resumed = match &request.request_state {
-            None if named || not_replayable.is_some() => {
-                rounds::Resumed::first(session.id().to_string())
-            }
+            None if named || !rounds_run => rounds::Resumed::first(session.id().to_string()),
             None => rounds::Resumed::first(format!("rounds:{call_id}")),
             Some(state) => {
                 match self
@@ -216,14 +232,20 @@ impl VakMcp {
                 }
             }
         };
-        let at = not_replayable.is_none().then(|| resumed.record());
+        let at = rounds_run.then(|| resumed.record());
         let replay = rounds::Replay::new(
             logs,
             resumed,
             context.meta.client_capabilities(),
-            not_replayable,
+            (not_replayable, approvals_blocked),
             cancel.clone(),
         );
+        // A first request may bring answers before it is asked (SEP-2322); later rounds' answers
+        // come only through their state.
+        let replay = match &request.request_state {
+            None => replay.with_unasked(request.input_responses.as_ref()),
+            Some(_) => replay,
+        };
         Prepared::Round(
             RoundOf {
                 binding,
@@ -234,17 +256,22 @@ impl VakMcp {
     }
 
     /// A request whose `requestState` is refused: its record (refused at the proposal stage, the
-    /// tool never runs), and the JSON-RPC error `-32602` naming it.
+    /// tool never runs), and the JSON-RPC error `-32602` naming it (`data.kind`:
+    /// `request_state_refused`, or `state_replayed` for a state used before).
     async fn refuse_state(
         &self,
         session: &Session,
         mut proposal: Proposal,
         refused: rounds::StateRefused,
-        channel: Arc<client::McpChannel>,
+        channel: Arc<dyn crate::capabilities::client::ClientChannel>,
     ) -> McpError {
         tracing::warn!(tool = %proposal.tool, reason = %refused, "a requestState was refused");
-        proposal.defect = Some(vak_core::proposal::ProposalError::RequestStateRefused {
-            reason: refused.to_string(),
+        let reason = refused.to_string();
+        proposal.defect = Some(match refused {
+            rounds::StateRefused::Replayed => {
+                vak_core::proposal::ProposalError::RequestStateReplayed { reason }
+            }
+            _ => vak_core::proposal::ProposalError::RequestStateRefused { reason },
         });
         let cancel = tokio_util::sync::CancellationToken::new();
         let record = session.call_on_this_task(proposal, cancel, channel).await;
@@ -252,7 +279,8 @@ impl VakMcp {
             format!("requestState refused: {refused}"),
             Some(serde_json::json!({
                 "call_id": record.call_id,
-                "kind": "request_state_refused",
+                "kind": refused.kind(),
+                "retryable": refused.retryable(),
                 "journaled": matches!(record.journaled, Some(Ok(_))),
             })),
         )
@@ -313,6 +341,16 @@ impl VakMcp {
             Prepared::Plain(channel) => (None, Arc::new(channel)),
             Prepared::Round(round, at) => {
                 proposal.round = at;
+                // The state is spent before its round runs: brought back again (here or on
+                // another node), it is refused, and the round does not run twice.
+                if let Some(issued) = round.replay.state_of()
+                    && let Err(refused) = rounds::spend(session.host().store(), issued).await
+                {
+                    let channel = round.replay.clone();
+                    return Err(self
+                        .refuse_state(&session, proposal, refused, channel)
+                        .await);
+                }
                 if round.replay.session() != session.id() {
                     session = session
                         .host()
@@ -384,16 +422,23 @@ impl VakMcp {
                 })),
             ));
         }
+        // A round that ended on questions (the tool's, stopping it, or an approval's, before it
+        // ran) is answered with them.
         if let Some(round) = &round
-            && record
-                .error
-                .as_ref()
-                .is_some_and(|e| e.kind == "input_required")
+            && record.error.is_some()
+            && round.replay.asks()
             && let Some(asked) =
                 self.rounds
                     .input_required(&round.replay, &round.binding, &record.call_id)
         {
             return Ok(CallToolResponse::InputRequired(asked));
+        }
+        if let Some(round) = &round
+            && record.error.is_some()
+            && let Some(e) = missing_capability(&round.replay.missing(), &record.call_id)
+        {
+            // The tool asked for what the client did not declare and could not do without it.
+            return Err(e);
         }
         let declared_output = self.catalog.with_output.contains(&name);
         let value = call_result(&record, declared_output);
@@ -402,6 +447,27 @@ impl VakMcp {
         })?;
         Ok(result.into())
     }
+}
+
+/// `-32021` (MCP 2026-07-28): the call needed client capabilities `missing`, which the request
+/// did not declare in `_meta`; `None` when nothing was missing.
+fn missing_capability(missing: &[&str], call_id: &str) -> Option<McpError> {
+    if missing.is_empty() {
+        return None;
+    }
+    let required: serde_json::Map<String, serde_json::Value> = missing
+        .iter()
+        .map(|m| (m.to_string(), serde_json::json!({})))
+        .collect();
+    Some(McpError::new(
+        rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        format!(
+            "the tool needs the client capabilities {} (declare them in `_meta` under \
+             io.modelcontextprotocol/clientCapabilities)",
+            missing.join(", ")
+        ),
+        Some(serde_json::json!({ "requiredCapabilities": required, "call_id": call_id })),
+    ))
 }
 
 /// Await `call`, sending `notifications/progress` every [`PROGRESS_INTERVAL`]: the progress is
@@ -466,6 +532,12 @@ impl ServerHandler for VakMcp {
         list["resultType"] = serde_json::json!("complete");
         serde_json::from_value(list)
             .map_err(|e| McpError::internal_error(format!("cannot list the tools: {e}"), None))
+    }
+
+    // The transport checks a 2026-07-28 call's `Mcp-Param-*` headers against the tool's
+    // `x-mcp-header` annotations (SEP-2243).
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.catalog.tools.iter().find(|t| t.name == name).cloned()
     }
 
     async fn call_tool(

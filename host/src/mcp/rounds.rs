@@ -12,27 +12,24 @@
 //! derived from the host's signing key): it binds the tool, the principal, the arguments' digest,
 //! the grant's digest, the round, the call of that round, the budget session every round is
 //! charged to, every answer so far with a digest of the question it answers, and an expiry. A
-//! state that fails any of these is refused.
+//! state that fails any of these is refused. A state is single-use (`spent`): the round it
+//! opens is marked spent in the store before it runs, and the state brought back again is refused
+//! as replayed, on this node or any other sharing the store.
 //!
-//! Only a tool whose grant changes nothing outside the call is run again (no write root, no
-//! `http` method beyond GET and HEAD, no child run of a tool that could), and none that asks for
-//! approvals: re-running a write or a POST would repeat it. Such a tool's requests to a
-//! stateless client are refused as before.
+//! Only a tool whose grant changes nothing outside the call is run again for its own requests
+//! (no write root, no `http` method beyond GET and HEAD, no child run of a tool that could):
+//! re-running a write or a POST would repeat it. Such a tool's requests to a stateless client
+//! are refused as before. Its own approval (`ask = true`, with no scope or child run that asks
+//! during the call) is put in a round all the same: it is asked before anything of the tool
+//! runs, and its answered state is single-use, so the approved call runs once.
 
-use super::client::{McpChannel, elicit_params, elicit_reply, sample_params, sample_reply};
-use crate::capabilities::client::{
-    ClientChannel, ClientError, ElicitReply, ElicitRequest, LogLevel, SampleReply, SampleRequest,
-};
-use futures::future::BoxFuture;
 use rmcp::model::{
-    ClientCapabilities, ElicitResult, InputRequest, InputRequests, InputRequiredResult,
-    InputResponses, RequestStateCodec, RequestStateError, SealOptions,
+    InputRequests, InputRequiredResult, InputResponses, RequestStateCodec, RequestStateError,
+    SealOptions,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::sync::Mutex;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use vak_core::record::Round;
 
 /// How long a `requestState` stays good: time for a person to fill in a form.
@@ -44,7 +41,7 @@ pub const MAX_ANSWER_BYTES: usize = 512 * 1024;
 /// What the key is derived for (see `HostKey::derived_secret`).
 const KEY_PURPOSE: &str = "mcp/request-state";
 /// The payload's format; a state of another format is refused.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// Why a `requestState` is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,6 +58,29 @@ pub enum StateRefused {
     TooManyRounds,
     #[error("the answers so far are over {MAX_ANSWER_BYTES} bytes")]
     TooLarge,
+    /// The state was brought back before: its round ran then, and does not run again.
+    #[error(
+        "the requestState was already used (a state opens one round, once); start the call again without it"
+    )]
+    Replayed,
+    /// Whether the state was used before cannot be told now (the store is out of reach).
+    #[error("cannot tell whether the requestState was used before: {0}")]
+    Unverifiable(String),
+}
+
+impl StateRefused {
+    /// The condition's name, as the JSON-RPC error's `data.kind` and the record say it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StateRefused::Replayed => "state_replayed",
+            _ => "request_state_refused",
+        }
+    }
+
+    /// Whether the same request, sent again later, could be taken.
+    pub fn retryable(&self) -> bool {
+        matches!(self, StateRefused::Unverifiable(_))
+    }
 }
 
 /// What a state is bound to: the request it may come back with.
@@ -95,8 +115,8 @@ struct Sealed {
     /// The budget session every round of the call is charged to.
     session: String,
     answers: Vec<Answered>,
-    /// The question the round ended on: `(key, question digest)`.
-    pending: (String, String),
+    /// The questions the round ended on, asked together: `(key, question digest)`.
+    pending: Vec<(String, String)>,
 }
 
 /// The host's sealing of states.
@@ -182,14 +202,21 @@ impl Rounds {
             return Err(StateRefused::TooManyRounds);
         }
         let mut answers = sealed.answers;
-        let (key, question) = sealed.pending;
-        // An answer missing is asked again: the round runs without it and ends on that question.
-        if let Some(answer) = responses.and_then(|r| r.get(&key)) {
-            answers.push(Answered {
-                key,
-                question,
-                answer: answer.clone(),
-            });
+        // The questions of a round are answered together: with one missing, none is taken, and
+        // the round runs without them and ends on the same questions.
+        let given: Option<Vec<Value>> = sealed
+            .pending
+            .iter()
+            .map(|(key, _)| responses.and_then(|r| r.get(key)).cloned())
+            .collect();
+        if let Some(given) = given {
+            for ((key, question), answer) in sealed.pending.into_iter().zip(given) {
+                answers.push(Answered {
+                    key,
+                    question,
+                    answer,
+                });
+            }
         }
         if serde_json::to_vec(&answers).map_or(usize::MAX, |v| v.len()) > MAX_ANSWER_BYTES {
             return Err(StateRefused::TooLarge);
@@ -202,30 +229,38 @@ impl Rounds {
         })
     }
 
-    /// The input-required result of a round that ended on `replay`'s pending question, or
-    /// `None` when it did not end on one.
+    /// The input-required result of a round that ended on `replay`'s pending questions, or
+    /// `None` when it did not end on any.
     pub fn input_required(
         &self,
         replay: &Replay,
         binding: &Binding,
         call_id: &str,
     ) -> Option<InputRequiredResult> {
-        let (key, question, request) = replay.pending.lock().ok()?.clone()?;
+        let asked = replay.pending();
+        if asked.is_empty() {
+            return None;
+        }
         let sealed = Sealed {
             format: FORMAT,
             binding: binding.clone(),
             round: replay.resumed.round,
             call_id: call_id.to_string(),
             session: replay.resumed.session.clone(),
-            answers: replay.resumed.answers.clone(),
-            pending: (key.clone(), question),
+            answers: replay.answers(),
+            pending: asked
+                .iter()
+                .map(|(key, question, _)| (key.clone(), question.clone()))
+                .collect(),
         };
         let state = self
             .codec
             .seal_json_with(&sealed, &SealOptions::new().ttl(STATE_TTL))
             .ok()?;
         let mut requests = InputRequests::new();
-        requests.insert(key, request);
+        for (key, _, request) in asked {
+            requests.insert(key, request);
+        }
         let mut meta = rmcp::model::MetaObject::new();
         meta.0.insert("dev.vak/call_id".into(), json!(call_id));
         meta.0
@@ -254,157 +289,10 @@ pub fn canonical_sha256(value: &Value) -> String {
     crate::digest::sha256_hex(sorted(value).to_string().as_bytes())
 }
 
-/// The client of one round: its tool's requests are answered from the answers given so far,
-/// and a request beyond them stops the call to ask in the next round. Log lines go to the
-/// request's own channel.
-pub struct Replay {
-    logs: McpChannel,
-    resumed: Resumed,
-    /// What the client declared in `_meta` (`None`: nothing).
-    declared: Option<ClientCapabilities>,
-    /// Why this tool is not run again, when its grant could change something.
-    not_replayable: Option<String>,
-    /// How many requests the tool has made this round.
-    asked: Mutex<usize>,
-    /// The question the round ended on: key, digest, and the request as sent.
-    pending: Mutex<Option<(String, String, InputRequest)>>,
-    /// Stops the call once a question is pending.
-    stop: CancellationToken,
-}
-
-impl Replay {
-    pub fn new(
-        logs: McpChannel,
-        resumed: Resumed,
-        declared: Option<ClientCapabilities>,
-        not_replayable: Option<String>,
-        stop: CancellationToken,
-    ) -> Replay {
-        Replay {
-            logs,
-            resumed,
-            declared,
-            not_replayable,
-            asked: Mutex::new(0),
-            pending: Mutex::new(None),
-            stop,
-        }
-    }
-
-    /// The budget session this round is charged to.
-    pub fn session(&self) -> &str {
-        &self.resumed.session
-    }
-
-    /// The answer to the next request, of kind `what` with `params`, or the question put off to
-    /// the next round (the call is stopped, and this never resolves).
-    fn next(
-        &self,
-        what: &'static str,
-        method: &str,
-        params: Value,
-    ) -> Result<Option<Value>, ClientError> {
-        let declared = self.declared.as_ref().is_some_and(|c| match what {
-            "sampling" => c.sampling.is_some(),
-            _ => c.elicitation.is_some(),
-        });
-        if !declared {
-            return Err(ClientError::Unsupported(what));
-        }
-        if let Some(why) = &self.not_replayable {
-            return Err(ClientError::Unavailable(why.clone()));
-        }
-        let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
-        let i = *asked;
-        *asked += 1;
-        let key = format!("{what}-{}", i + 1);
-        let question = crate::digest::sha256_hex(params.to_string().as_bytes());
-        if let Some(given) = self.resumed.answers.get(i) {
-            if given.key != key || given.question != question {
-                return Err(ClientError::Failed(format!(
-                    "the tool asked `{key}` differently from the round the answer was given in; \
-                     start the call again without a requestState"
-                )));
-            }
-            return Ok(Some(given.answer.clone()));
-        }
-        let request: InputRequest =
-            serde_json::from_value(json!({ "method": method, "params": params }))
-                .map_err(|e| ClientError::Failed(format!("cannot build the request: {e}")))?;
-        *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, question, request));
-        self.stop.cancel();
-        Ok(None)
-    }
-}
-
-/// The answer of the i-th request, or a future that never ends (the call is being stopped).
-fn answered<T: Send + 'static>(
-    next: Result<Option<Value>, ClientError>,
-    read: fn(&Value) -> Result<T, ClientError>,
-) -> BoxFuture<'static, Result<T, ClientError>> {
-    match next {
-        Err(e) => Box::pin(async move { Err(e) }),
-        Ok(Some(answer)) => {
-            let reply = read(&answer);
-            Box::pin(async move { reply })
-        }
-        Ok(None) => Box::pin(futures::future::pending()),
-    }
-}
-
-impl ClientChannel for Replay {
-    fn answerer(&self) -> String {
-        "the stateless MCP client (answers sent with the request)".into()
-    }
-
-    fn log_level(&self) -> Option<LogLevel> {
-        self.logs.log_level()
-    }
-
-    fn log(&self, level: LogLevel, message: &str) {
-        self.logs.log(level, message);
-    }
-
-    fn sample(
-        &self,
-        request: SampleRequest,
-    ) -> BoxFuture<'static, Result<SampleReply, ClientError>> {
-        answered(
-            self.next(
-                "sampling",
-                "sampling/createMessage",
-                sample_params(&request),
-            ),
-            sample_reply,
-        )
-    }
-
-    fn elicit(
-        &self,
-        request: ElicitRequest,
-    ) -> BoxFuture<'static, Result<ElicitReply, ClientError>> {
-        answered(
-            self.next("elicitation", "elicitation/create", elicit_params(&request)),
-            read_elicitation,
-        )
-    }
-
-    fn suspended(&self) -> Option<String> {
-        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        pending.as_ref().map(|(key, _, _)| key.clone())
-    }
-}
-
-/// An answer the client sent to an elicitation, read as the connection's answers are.
-fn read_elicitation(answer: &Value) -> Result<ElicitReply, ClientError> {
-    let result: ElicitResult = serde_json::from_value(answer.clone()).map_err(|_| {
-        ClientError::Failed(
-            "the answer is not an elicitation result (`action` is accept, decline or cancel)"
-                .into(),
-        )
-    })?;
-    elicit_reply(result)
-}
+mod replay;
+mod spent;
+pub use replay::Replay;
+pub use spent::spend;
 
 #[cfg(test)]
 mod tests;

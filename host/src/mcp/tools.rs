@@ -3,8 +3,6 @@
 //! what the tool says about itself).
 
 use crate::admission::AdmittedTool;
-use crate::capabilities::Capability;
-use crate::policy::{RootMode, Scope};
 use crate::registry::Registry;
 use serde_json::{Value, json};
 
@@ -74,7 +72,8 @@ pub(crate) struct Hints {
     /// Nothing granted can change anything outside the call: no write root, no `http` grant
     /// that admits a method beyond GET and HEAD, no child run of a tool that could.
     pub read_only: bool,
-    /// A write root is granted (a write replaces a file's content).
+    /// A write root is granted (a write replaces a file's content), or `http` with `PUT` or
+    /// `DELETE`.
     pub destructive: bool,
     /// `http` is granted (it reaches origins outside the host), itself or through a child run.
     pub open_world: bool,
@@ -98,45 +97,24 @@ impl Hints {
             destructive: false,
             open_world: false,
         };
-        for (capability, scope) in &tool.grant.capabilities {
-            match (capability, scope) {
-                // Reads only (`methods = ["GET"]`) change nothing where they go.
-                (Capability::Http, Scope::Http(http)) if http.reads_only() => {
-                    h.open_world = true;
+        // What each granted scope can do is its capability's to say (`GrantedScope::effects`).
+        for scope in tool.grant.capabilities.values() {
+            let effects = scope.effects();
+            h.read_only &= !effects.changes;
+            h.destructive |= effects.destructive;
+            h.open_world |= effects.open_world;
+            for name in effects.invokes {
+                if seen.contains(&name) {
+                    continue;
                 }
-                (Capability::Http, _) => {
-                    h.read_only = false;
-                    h.open_world = true;
+                seen.push(name.clone());
+                // A tool it may invoke but that is not loaded cannot run: no effect.
+                if let Some(child) = tools(&name) {
+                    let c = Self::walk(child, tools, seen);
+                    h.read_only &= c.read_only;
+                    h.destructive |= c.destructive;
+                    h.open_world |= c.open_world;
                 }
-                // A completion comes from a model outside the host: an open world. Asking the
-                // person (elicitation) changes nothing and reaches no one else.
-                (Capability::Client, Scope::Requests(requests))
-                    if requests.iter().any(|r| r == "sampling") =>
-                {
-                    h.open_world = true;
-                }
-                (Capability::Workspace, Scope::Roots(roots))
-                    if roots.iter().any(|r| r.mode == RootMode::ReadWrite) =>
-                {
-                    h.read_only = false;
-                    h.destructive = true;
-                }
-                (Capability::Invoke, Scope::Tools(names)) => {
-                    for name in names {
-                        if seen.contains(name) {
-                            continue;
-                        }
-                        seen.push(name.clone());
-                        // A tool it may invoke but that is not loaded cannot run: no effect.
-                        if let Some(child) = tools(name) {
-                            let c = Self::walk(child, tools, seen);
-                            h.read_only &= c.read_only;
-                            h.destructive |= c.destructive;
-                            h.open_world |= c.open_world;
-                        }
-                    }
-                }
-                _ => {}
             }
         }
         h

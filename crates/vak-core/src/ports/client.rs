@@ -71,6 +71,41 @@ pub struct ElicitReply {
     pub content: Option<serde_json::Map<String, Value>>,
 }
 
+/// One of the roots (directories, files) the client says the person works in (MCP `roots/list`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Root {
+    /// A `file://` URI.
+    pub uri: String,
+    pub name: Option<String>,
+}
+
+/// One request to the client, of any kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientRequest {
+    Sample(SampleRequest),
+    Elicit(ElicitRequest),
+    ListRoots,
+}
+
+impl ClientRequest {
+    /// The client capability it needs: `sampling`, `elicitation`, `roots`.
+    pub fn capability(&self) -> &'static str {
+        match self {
+            ClientRequest::Sample(_) => "sampling",
+            ClientRequest::Elicit(_) => "elicitation",
+            ClientRequest::ListRoots => "roots",
+        }
+    }
+}
+
+/// The client's answer to one [`ClientRequest`], of the same kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientAnswer {
+    Sample(SampleReply),
+    Elicit(ElicitReply),
+    Roots(Vec<Root>),
+}
+
 /// Why the client did not answer.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ClientError {
@@ -113,6 +148,59 @@ pub trait ClientChannel: Send + Sync {
         &self,
         request: ElicitRequest,
     ) -> BoxFuture<'static, Result<ElicitReply, ClientError>>;
+
+    /// Ask the person to approve a call with `form` (an elicitation form of one boolean);
+    /// `binding` names exactly what is approved (tool, principal, scope, arguments, grant), the
+    /// same on every asking of the same question. By default the form is elicited.
+    fn approve(
+        &self,
+        _binding: &str,
+        form: ElicitRequest,
+    ) -> BoxFuture<'static, Result<ElicitReply, ClientError>> {
+        self.elicit(form)
+    }
+
+    /// Ask the client for its roots.
+    fn list_roots(&self) -> BoxFuture<'static, Result<Vec<Root>, ClientError>> {
+        Box::pin(async { Err(ClientError::Unsupported("roots")) })
+    }
+
+    /// Ask several requests together, each under a key the tool chose (unique in the batch): the
+    /// answers in the same order, each its own outcome. A channel that can put them to the client
+    /// at once (an input-required round) does; by default they are asked one after another.
+    fn ask(
+        &self,
+        requests: Vec<(String, ClientRequest)>,
+    ) -> BoxFuture<'static, Vec<Result<ClientAnswer, ClientError>>> {
+        let asked: Vec<_> = requests
+            .into_iter()
+            .map(
+                |(_, request)| -> BoxFuture<'static, Result<ClientAnswer, ClientError>> {
+                    match request {
+                        ClientRequest::Sample(r) => {
+                            let f = self.sample(r);
+                            Box::pin(async move { f.await.map(ClientAnswer::Sample) })
+                        }
+                        ClientRequest::Elicit(r) => {
+                            let f = self.elicit(r);
+                            Box::pin(async move { f.await.map(ClientAnswer::Elicit) })
+                        }
+                        ClientRequest::ListRoots => {
+                            let f = self.list_roots();
+                            Box::pin(async move { f.await.map(ClientAnswer::Roots) })
+                        }
+                    }
+                },
+            )
+            .collect();
+        Box::pin(async move {
+            let mut answers = Vec::with_capacity(asked.len());
+            for f in asked {
+                answers.push(f.await);
+            }
+            answers
+        })
+    }
 
     /// Whether this channel stopped the call to put a question to the client in a round of its
     /// own (MCP 2026-07-28 input-required results): what it asks, e.g. `elicitation-2`. The

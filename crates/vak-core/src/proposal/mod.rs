@@ -112,6 +112,10 @@ pub enum ProposalError {
     /// grant or arguments.
     #[error("the request state is refused: {reason}")]
     RequestStateRefused { reason: String },
+    /// The state of an earlier round came back after it had been answered once: a state is
+    /// single-use, so the round it opened is not run twice.
+    #[error("the request state was already used: {reason}")]
+    RequestStateReplayed { reason: String },
 }
 
 impl StageError for ProposalError {
@@ -131,6 +135,7 @@ impl StageError for ProposalError {
             ProposalError::ArgumentsTooDeep { .. } => "arguments_too_deep",
             ProposalError::ArgumentsNotObject { .. } => "arguments_not_object",
             ProposalError::RequestStateRefused { .. } => "request_state_refused",
+            ProposalError::RequestStateReplayed { .. } => "state_replayed",
         }
     }
 

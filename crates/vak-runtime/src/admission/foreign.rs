@@ -9,7 +9,7 @@
 use super::{
     AdmissionError, AdmittedTool, Claims, Descriptor, Examination, Verdict, bounds, listed, shown,
 };
-use crate::capabilities::{Capability, grant::Scope};
+use crate::capabilities::Capability;
 use crate::dispatch::Prepared;
 use crate::dispatch::foreign::ForeignFunction;
 use crate::dispatch::linker::GrantSet;
@@ -132,9 +132,7 @@ fn needs(exam: &Examination, grant: &crate::policy::ToolGrant) -> Result<bool, S
             "the component imports `wasi:http` and the policy grants this tool no `http`".into(),
         );
     }
-    if let Some(Scope::Roots(roots)) = grant.capabilities.get(&Capability::Workspace)
-        && let Some(root) = roots.iter().find(|r| r.ask)
-    {
+    if let Some(root) = grant.roots().iter().find(|r| r.ask) {
         return Err(format!(
             "the workspace root {:?} waits for an approval (`ask`), which a foreign \
              component's preopened directories cannot do: drop `ask` or the root",

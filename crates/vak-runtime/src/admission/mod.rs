@@ -582,12 +582,10 @@ impl Runtime {
                     tool: descriptor.name.clone(),
                     policy: policy.origin.clone(),
                 })?;
-        // Each claim is admitted by its capability's broker.
-        let brokers = crate::capabilities::brokers::<crate::dispatch::state::CallState>();
+        // Each claim is admitted by its capability's granted scope (`GrantedScope::covers`).
         let missing: Vec<String> = listed(descriptor.claims.capabilities.iter().filter_map(|c| {
             let cap = Capability::from_name(&c.name)?;
-            let broker = brokers.iter().find(|b| b.capability() == cap)?;
-            broker.admit(&grant, &c.scopes).err()
+            grant.covers(cap, &c.scopes).err()
         }));
         if !missing.is_empty() {
             return Err(AdmissionError::NotGranted {

@@ -32,7 +32,7 @@ pub(super) fn elicit_approval(
         }),
     };
     let by = client.answerer();
-    let asked = client.elicit(form);
+    let asked = client.approve(&request.binding, form);
     Box::pin(async move {
         match asked.await {
             Ok(reply) => match (reply.action, reply.content) {

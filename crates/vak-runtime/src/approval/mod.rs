@@ -12,14 +12,17 @@
 //!
 //! Who answers is, in order: the embedder's [`Approver`] ([`crate::HostBuilder::approver`]); else
 //! the call's client, asked with an MCP elicitation form; else no one, and the call is refused
-//! with `approval_required`.
+//! with `approval_required`. `vak call` at a terminal uses [`TerminalApprover`]; `vak serve
+//! --approvals inbox` the [`inbox::InboxApprover`], whose questions a person answers in another
+//! process (`vak audit serve --approvals`) through a file in the state directory.
 //!
 //! The parts: the question and its prompt (`request`), one call's approvals and the host's check
-//! of each answer (`call`), the client asked with an elicitation form (`elicit`), and a person
-//! at this process's terminal (`terminal`).
+//! of each answer (`call`), the client asked with an elicitation form (`elicit`), a person
+//! at this process's terminal (`terminal`), and the shared inbox (`inbox`).
 
 mod call;
 mod elicit;
+pub mod inbox;
 mod request;
 mod terminal;
 

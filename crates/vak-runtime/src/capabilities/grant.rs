@@ -1,33 +1,88 @@
-//! What one tool is granted, compiled from the policy: each capability's scope (the type each
-//! broker's grant compiler makes), the tool's caps, who may call it and whether a person must
+//! What one tool is granted, compiled from the policy: each capability's scope (the type its
+//! folder's grant compiler makes), the tool's caps, who may call it and whether a person must
 //! approve. Brokers read it per call; the policy document makes it.
+//!
+//! A scope is opaque here: each capability's folder says what its scope covers, how it reads,
+//! what it lets a tool do to the world ([`Effects`]) and whether it waits for a person, so
+//! that nothing outside the folder matches on a capability's scope.
 
 use super::Capability;
-use super::clock::grant::ZoneScope;
-use super::http::grant::HttpScope;
-use super::workspace::grant::Root;
-use super::{
-    client::grant as client, http::grant as http, invoke::grant as invoke,
-    workspace::grant as workspace,
-};
+use std::any::Any;
 use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
 use vak_core::types::Caps;
 
-/// The scope of one granted capability.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scope {
-    /// `clock`: the zones the tool may read (`AnyZone` for `"*"`).
-    Zones(ZoneScope),
-    /// `http`: origins, address exceptions and caps.
-    Http(HttpScope),
-    /// `invoke`: the tools it may call as child runs.
-    Tools(Vec<String>),
-    /// `workspace`: the roots the tool may use.
-    Roots(Vec<Root>),
-    /// `client`: the requests (`sampling`, `elicitation`) the tool may send the caller's client.
-    Requests(Vec<String>),
-    /// A capability without scopes (`log`).
-    Unscoped,
+/// One capability's section of the policy, compiled: its folder's type.
+pub trait GrantedScope: Any + Debug + Send + Sync {
+    /// Whether the scope covers a claim of `claimed` scopes; `Err` says what is outside it.
+    fn covers(&self, claimed: &[String]) -> Result<(), String>;
+
+    /// The scope in a line, for `vak policy check` and `vak inspect`.
+    fn describe(&self) -> String;
+
+    /// What the scope lets a tool do beyond computing its result.
+    fn effects(&self) -> Effects;
+
+    /// Whether some use of the scope waits for a person's approval.
+    fn asks(&self) -> bool {
+        false
+    }
+
+    /// Whether `other` is the same scope (`ToolGrant` compares equal by its scopes).
+    fn same(&self, other: &dyn GrantedScope) -> bool;
+}
+
+/// What a granted scope lets a tool do to the world: what MCP's tool hints say, and what decides
+/// whether a stateless call may be run again from the start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Effects {
+    /// It may change something (a write, a request that is not a read).
+    pub changes: bool,
+    /// A change may destroy what was there (an overwrite, a removal).
+    pub destructive: bool,
+    /// It reaches beyond the host (the network, a model).
+    pub open_world: bool,
+    /// The tools it may run as child runs: their effects are its effects too.
+    pub invokes: Vec<String>,
+}
+
+/// A granted capability's compiled scope.
+#[derive(Debug, Clone)]
+pub struct Scope(Arc<dyn GrantedScope>);
+
+impl Scope {
+    pub fn new(scope: impl GrantedScope) -> Scope {
+        Scope(Arc::new(scope))
+    }
+
+    /// The scope as its folder's type `S`, if it is one.
+    pub fn get<S: GrantedScope>(&self) -> Option<&S> {
+        let any: &dyn Any = self.0.as_ref();
+        any.downcast_ref()
+    }
+}
+
+impl std::ops::Deref for Scope {
+    type Target = dyn GrantedScope;
+
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref()
+    }
+}
+
+impl PartialEq for Scope {
+    fn eq(&self, other: &Scope) -> bool {
+        self.0.same(other.0.as_ref())
+    }
+}
+
+impl Eq for Scope {}
+
+/// [`GrantedScope::same`] for a scope type with `PartialEq`.
+pub fn same_as<S: GrantedScope + PartialEq>(scope: &S, other: &dyn GrantedScope) -> bool {
+    let other: &dyn Any = other;
+    other.downcast_ref::<S>() == Some(scope)
 }
 
 /// What the policy grants one tool, compiled.
@@ -56,11 +111,15 @@ impl ToolGrant {
         self.capabilities.contains_key(&capability)
     }
 
-    /// Whether anything of the grant waits for an approval: the tool, a root or an origin.
+    /// The scope of `capability` as its folder's type, if granted.
+    pub fn scope<S: GrantedScope>(&self, capability: Capability) -> Option<&S> {
+        self.capabilities.get(&capability)?.get()
+    }
+
+    /// Whether anything of the grant waits for an approval: the tool, or a scope (a root, an
+    /// origin).
     pub fn asks(&self) -> bool {
-        self.ask
-            || self.http().is_some_and(|h| !h.ask.is_empty())
-            || matches!(self.capabilities.get(&Capability::Workspace), Some(Scope::Roots(roots)) if roots.iter().any(|r| r.ask))
+        self.ask || self.capabilities.values().any(|s| s.asks())
     }
 
     /// Whether `principal` may call the tool.
@@ -71,49 +130,11 @@ impl ToolGrant {
         }
     }
 
-    /// The `http` scope, if granted.
-    pub fn http(&self) -> Option<&HttpScope> {
-        match self.capabilities.get(&Capability::Http) {
-            Some(Scope::Http(h)) => Some(h),
-            _ => None,
-        }
-    }
-
-    /// Whether the grant lets the tool invoke `tool` as a child run.
-    pub fn may_invoke(&self, tool: &str) -> bool {
-        matches!(self.capabilities.get(&Capability::Invoke), Some(Scope::Tools(t)) if t.iter().any(|x| x == tool))
-    }
-
-    /// The granted workspace root named `name`.
-    pub fn root(&self, name: &str) -> Option<&Root> {
-        match self.capabilities.get(&Capability::Workspace) {
-            Some(Scope::Roots(roots)) => roots.iter().find(|r| r.name == name),
-            _ => None,
-        }
-    }
-
-    /// Whether the grant lets the tool send its caller's client `request` (`sampling`, `elicitation`).
-    pub fn may_ask(&self, request: &str) -> bool {
-        matches!(self.capabilities.get(&Capability::Client), Some(Scope::Requests(r)) if r.iter().any(|x| x == request))
-    }
-
-    /// Whether the grant covers reading the clock in `zone`.
-    pub fn clock_zone_allowed(&self, zone: &str) -> bool {
-        matches!(self.capabilities.get(&Capability::Clock), Some(Scope::Zones(z)) if z.allows(zone))
-    }
-
     /// Whether the grant covers a claim of `capability` with `scopes`; `Err` says what is missing.
     pub fn covers(&self, capability: Capability, scopes: &[String]) -> Result<(), String> {
-        let Some(scope) = self.capabilities.get(&capability) else {
-            return Err(format!("the policy does not grant `{}`", capability.name()));
-        };
-        match scope {
-            Scope::Unscoped => Ok(()),
-            Scope::Http(h) => http::covers(h, scopes),
-            Scope::Tools(tools) => invoke::covers(tools, scopes),
-            Scope::Requests(requests) => client::covers(requests, scopes),
-            Scope::Roots(roots) => workspace::covers(roots, scopes),
-            Scope::Zones(zones) => zones.covers(scopes),
+        match self.capabilities.get(&capability) {
+            Some(scope) => scope.covers(scopes),
+            None => Err(format!("the policy does not grant `{}`", capability.name())),
         }
     }
 }

@@ -95,11 +95,11 @@ fn returned(results: &[Val], result_bytes: u64) -> GuestReturn {
             Some(v) => foreign::to_json(v, &mut budget),
         },
         [one] => foreign::to_json(one, &mut budget),
-        many => many
-            .iter()
-            .map(|v| foreign::to_json(v, &mut budget))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Value::Array),
+        // The component model gives a function one result at most (admission reads it so).
+        many => Err(ConversionError::at(
+            "",
+            format!("{} results, where a function has one at most", many.len()),
+        )),
     };
     match value {
         Ok(value) => GuestReturn::Completed(wit::ToolResult {

@@ -89,7 +89,7 @@ impl CallState {
         memory_bytes: u64,
         grant: &crate::capabilities::ToolGrant,
     ) -> Result<CallState, String> {
-        use crate::capabilities::{Capability, grant::Scope};
+        use crate::capabilities::Capability;
         let stdout = Capture::new(MAX_CAPTURE_BYTES);
         let stderr = Capture::new(MAX_CAPTURE_BYTES);
         let mut builder = WasiCtx::builder();
@@ -101,12 +101,13 @@ impl CallState {
             .allow_ip_name_lookup(false);
         if grant.grants(Capability::Clock) {
             builder.wall_clock(crate::capabilities::clock::wasi::WitnessedWallClock::new(
-                broker.receipts.clone(),
+                broker.share(),
             ));
         } else {
             builder.wall_clock(FrozenWallClock);
         }
-        if let Some(Scope::Roots(roots)) = grant.capabilities.get(&Capability::Workspace) {
+        let roots = grant.roots();
+        if !roots.is_empty() {
             crate::capabilities::workspace::wasi::preopen(&mut builder, roots, &broker.receipts)?;
         }
         let config =
@@ -141,7 +142,7 @@ impl CallState {
                 table: &mut self.table,
             },
             paths: &mut self.paths,
-            receipts: &self.broker.receipts,
+            broker: &self.broker,
         }
     }
 

@@ -120,10 +120,7 @@ impl HostBuilder {
     /// Where revocations are kept (default: in memory only; a local store, replacing a
     /// shared one).
     pub fn revocations(mut self, revocations: Arc<Revocations>) -> Self {
-        let journal = match &self.store {
-            Store::Local(l) => l.journal.clone(),
-            Store::Postgres(_) => None,
-        };
+        let journal = self.store.local().cloned();
         self.store = Store::Local(crate::store::Local {
             journal,
             revocations,

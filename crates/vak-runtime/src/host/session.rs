@@ -7,7 +7,6 @@ use super::finish::FinishOnDrop;
 use crate::budget::Ledger;
 use crate::proposal::Proposal;
 use crate::record::CallRecord;
-use crate::store::Store;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -172,9 +171,9 @@ impl Host {
         }
         // One ledger per principal and name, whatever either holds.
         let key = serde_json::json!([principal, id]).to_string();
-        let ledger = match &self.inner.store {
-            Store::Postgres(p) => crate::budget::Ledger::on(p.ledger(&key, principal)),
-            Store::Local(_) => {
+        let ledger = match self.inner.store.shared_ledger(&key, principal) {
+            Some(shared) => crate::budget::Ledger::on(shared),
+            None => {
                 let mut named = self.inner.named.lock().unwrap_or_else(|p| p.into_inner());
                 match named.ledgers.get(&key) {
                     Some(l) => l.clone(),

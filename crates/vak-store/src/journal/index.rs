@@ -20,6 +20,11 @@ pub const INDEX_BATCH: usize = 1024;
 /// (a read through the journal does not wait for it: it hurries the indexer).
 pub const INDEX_DELAY: Duration = Duration::from_millis(10);
 
+/// The most entries written and not yet indexed: a writer that gets this far ahead of the
+/// indexer waits for it, so the queue in memory and the log on disk stay bounded however slow
+/// the database is (a disk slower than the calls, another process holding its lock).
+pub const MAX_BEHIND: usize = 2 * INDEX_BATCH;
+
 /// How long a read waits for the indexer before it gives up.
 const CATCH_UP_WAIT: Duration = Duration::from_secs(30);
 
@@ -34,19 +39,10 @@ const SCHEMA_VERSION: i64 = 3;
 /// WAL and shared-memory files the database file's mode).
 pub(super) fn connect(path: &Path, durability: Durability) -> Result<Connection, JournalError> {
     let err = sqlite(path);
-    if !path.exists() {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| JournalError::Sqlite {
-                path: path.display().to_string(),
-                message: format!("cannot be made: {e}"),
-            })?;
-    }
+    super::make_private_file(path).map_err(|e| JournalError::Sqlite {
+        path: path.display().to_string(),
+        message: format!("cannot be made: {e}"),
+    })?;
     let conn = Connection::open(path).map_err(&err)?;
     let sync = match durability {
         Durability::Committed => "NORMAL",
@@ -300,7 +296,10 @@ impl Index {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Hand the indexer `rows`, just written to the log.
+    /// Hand the indexer `rows`, just written to the log. When it is [`MAX_BEHIND`] entries
+    /// behind, wait until it has caught up to half of that (the caller holds the log, so every
+    /// writer of this chain waits). A failing database does not hold writers: the log keeps what
+    /// it holds, and the indexer retries.
     pub(super) fn push(&self, rows: Vec<Indexed>) {
         let mut q = self.lock();
         let was_empty = q.rows.is_empty();
@@ -311,6 +310,18 @@ impl Index {
         // The indexer waits for the first record, or for INDEX_DELAY once it has some.
         if was_empty || q.rows.len() >= INDEX_BATCH {
             self.more.notify_one();
+        }
+        let behind = |q: &Queue| usize::try_from(q.written - q.indexed).unwrap_or(0);
+        if behind(&q) >= MAX_BEHIND {
+            q.hurry = true;
+            self.more.notify_one();
+            while behind(&q) > MAX_BEHIND / 2 && q.failed.is_none() && !q.closing {
+                q = self
+                    .progress
+                    .wait_timeout(q, Duration::from_millis(100))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
         }
     }
 

@@ -41,10 +41,12 @@ mod index;
 mod log;
 mod private;
 mod read;
+mod spent;
 mod writer;
 
 pub use chain::{Kind, Started, Unfinished};
 pub use index::{INDEX_BATCH, INDEX_DELAY};
+pub use private::make_private_file;
 pub use vak_core::chain::{Head, Verification};
 pub use writer::MAX_BATCH;
 
@@ -245,6 +247,10 @@ pub struct Page {
     pub session: Option<String>,
     /// Only calls whose id, or provider call id, contains this text.
     pub text: Option<String>,
+    /// Only calls of this chain (a node's name; `""`: a local journal's legacy chain).
+    pub node: Option<String>,
+    /// Only calls received before this time (as [`since`] writes it): the end of a range.
+    pub until: Option<String>,
     /// Only calls listed after this place (older): the `next` of the page before.
     pub before: Option<Cursor>,
 }
@@ -282,6 +288,19 @@ pub struct Shown {
     /// Whether it checks out: its hash, its links to the entries before and after it in its
     /// chain, its signature. Why not, if not.
     pub check: Result<(), String>,
+}
+
+/// Where every chain ends now ([`Journal::tip`]): what a verification of the journal is keyed
+/// by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tip {
+    /// Each chain's last entry (not checked: the key, not the verdict).
+    pub heads: Vec<Head>,
+    /// The entries of every chain together.
+    pub entries: u64,
+    /// SQLite's `data_version` on the journal's reader: another value means some connection
+    /// committed to the database in between.
+    pub data_version: i64,
 }
 
 /// Group-commit figures since the journal was opened.
@@ -397,6 +416,7 @@ impl Journal {
         }
         let mut index_conn = index::connect(path, durability)?;
         index::migrate(&mut index_conn, path)?;
+        spent::create(&index_conn, path)?;
         let exposed = exposed(path);
         if !exposed.is_empty() {
             let modes: Vec<String> = exposed

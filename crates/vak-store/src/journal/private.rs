@@ -4,6 +4,22 @@
 use super::{JournalError, log};
 use std::path::{Path, PathBuf};
 
+/// Make the file `path` empty and mode 0600 where it does not exist (SQLite then gives its WAL
+/// and shared-memory files the same mode); an existing file is left as it is.
+pub fn make_private_file(path: &Path) -> std::io::Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map(drop)
+}
+
 /// Make `dir` (and any folder above it that is missing) mode 0700, where it does not exist.
 pub(crate) fn private_dir(dir: &Path) -> Result<(), JournalError> {
     if dir.as_os_str().is_empty() || dir.is_dir() {

@@ -2,13 +2,14 @@
 //! every chain, with the chain's own checks (`vak_core::chain`).
 
 use super::{
-    Cursor, Filter, Journal, JournalError, Kind, Listed, Page, Paged, STARTED_STATUS, Shown,
-    Verification,
+    Cursor, Filter, Head, Journal, JournalError, Kind, Listed, Page, Paged, STARTED_STATUS, Shown,
+    Tip, Verification,
 };
 use super::{chain, log};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
 use std::sync::MutexGuard;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 impl Journal {
     /// The reader, once every entry this journal has acknowledged is in the database.
@@ -59,51 +60,14 @@ impl Journal {
         use rusqlite::types::Value;
         let conn = self.read()?;
         let unfinished = matches!(filter.status.as_deref(), Some("interrupted" | "running"));
-        let status = match unfinished {
-            true => Some(STARTED_STATUS.to_string()),
-            false => filter.status.clone(),
-        };
-        let mut sql = String::from(
+        let status = stored_status(filter);
+        let (mut sql, mut values) = scope(
             "SELECT r.seq, r.chain, r.chain_seq, r.kind, r.call_id, r.tool, r.status, r.stage,
-                    r.principal, r.received_at
-             FROM records r
-             WHERE (r.kind = 'record' OR NOT EXISTS (
-                       SELECT 1 FROM records f
-                       WHERE f.call_id = r.call_id AND f.chain = r.chain AND f.kind = 'record'))",
+                    r.principal, r.received_at",
+            filter,
+            &status,
+            page,
         );
-        let mut values: Vec<Value> = Vec::new();
-        let mut equal = |sql: &mut String, column: &str, value: &Option<String>| {
-            if let Some(v) = value {
-                values.push(Value::Text(v.clone()));
-                sql.push_str(&format!(" AND {column} = ?{}", values.len()));
-            }
-        };
-        equal(&mut sql, "r.tool", &filter.tool);
-        equal(&mut sql, "r.status", &status);
-        equal(&mut sql, "r.stage", &filter.stage);
-        equal(&mut sql, "r.principal", &filter.principal);
-        equal(&mut sql, "r.session", &page.session);
-        if let Some(since) = &filter.since {
-            values.push(Value::Text(since.clone()));
-            sql.push_str(&format!(" AND r.received_at >= ?{}", values.len()));
-        }
-        if let Some(text) = &page.text {
-            values.push(Value::Text(text.clone()));
-            let n = values.len();
-            sql.push_str(&format!(
-                " AND (instr(r.call_id, ?{n}) > 0 OR instr(coalesce(r.provider_call_id, ''), ?{n}) > 0)"
-            ));
-        }
-        if let Some(before) = &page.before {
-            values.push(Value::Text(before.received_at.clone()));
-            values.push(Value::Integer(before.seq));
-            let n = values.len();
-            // The first term bounds the index range; the second breaks ties of one instant.
-            sql.push_str(&format!(
-                " AND r.received_at <= ?{a} AND (r.received_at < ?{a} OR r.seq < ?{n})",
-                a = n - 1
-            ));
-        }
         let limit = filter.limit.unwrap_or(100);
         values.push(Value::Integer(i64::from(limit)));
         sql.push_str(&format!(
@@ -250,6 +214,64 @@ impl Journal {
     /// signed every entry.
     pub fn verify_any(&self, trusted: &[impl AsRef<str>]) -> Result<Verification, JournalError> {
         let conn = self.read()?;
+        self.verify_on(&conn, trusted, &AtomicU64::new(0))
+    }
+
+    /// [`Journal::verify_any`] on a connection of its own (pages served beside it are not held
+    /// up by a long walk), counting the entries checked so far in `done` for a progress bar.
+    pub fn verify_counting(
+        &self,
+        trusted: &[impl AsRef<str>],
+        done: &AtomicU64,
+    ) -> Result<Verification, JournalError> {
+        drop(self.read()?);
+        let conn = super::index::connect(&self.path, self.durability)?;
+        self.verify_on(&conn, trusted, done)
+    }
+
+    /// Each chain's last entry, the entries in all, and the reader's `data_version` (which
+    /// changes whenever another connection commits to the database: a new entry, or an entry
+    /// changed behind the journal's back). Read from the `(chain, chain_seq)` index, not the
+    /// entries: what a cached verification is keyed by.
+    pub fn tip(&self) -> Result<Tip, JournalError> {
+        let conn = self.read()?;
+        let data_version: i64 = conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        let mut stmt = conn
+            .prepare(
+                "SELECT r.chain, r.chain_seq, r.hash FROM
+                   (SELECT chain, max(chain_seq) AS last FROM records GROUP BY chain) m
+                 JOIN records r ON r.chain = m.chain AND r.chain_seq = m.last
+                 ORDER BY r.chain",
+            )
+            .map_err(|e| self.err(e))?;
+        let heads = stmt
+            .query_map([], |r| {
+                let chain: String = r.get(0)?;
+                Ok(Head {
+                    node: (chain != log::LEGACY).then_some(chain),
+                    seq: r.get(1)?,
+                    hash: r.get(2)?,
+                })
+            })
+            .map_err(|e| self.err(e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.err(e))?;
+        let entries = heads.iter().map(|h| h.seq.max(0) as u64).sum();
+        Ok(Tip {
+            heads,
+            entries,
+            data_version,
+        })
+    }
+
+    fn verify_on(
+        &self,
+        conn: &Connection,
+        trusted: &[impl AsRef<str>],
+        done: &AtomicU64,
+    ) -> Result<Verification, JournalError> {
         let mut stmt = conn
             .prepare(
                 "SELECT seq, chain, chain_seq, kind, call_id, record, prev_hash, hash
@@ -278,17 +300,225 @@ impl Journal {
                 first_bad = Some((stored.seq, why));
                 break;
             }
+            done.fetch_add(1, Ordering::Relaxed);
         }
         let mut v = check.finish(first_bad);
         let mut live = HashMap::new();
         let unfinished = std::mem::take(&mut v.interrupted);
         for u in unfinished {
             let chain = u.chain.as_deref().unwrap_or(log::LEGACY);
-            match self.running(&conn, &mut live, chain, u.chain_seq)? {
+            match self.running(conn, &mut live, chain, u.chain_seq)? {
                 true => v.running.push(u),
                 false => v.interrupted.push(u),
             }
         }
         Ok(v)
+    }
+}
+
+/// `select` over the calls `filter` (with `status` as the `status` column holds it) and `page`
+/// select: each call's final record, or its `started` entry when it has none; the query's
+/// values, numbered from 1. `filter.limit` is the caller's to apply.
+fn scope(
+    select: &str,
+    filter: &Filter,
+    status: &Option<String>,
+    page: &Page,
+) -> (String, Vec<rusqlite::types::Value>) {
+    use rusqlite::types::Value;
+    let mut sql = format!(
+        "{select}
+         FROM records r
+         WHERE (r.kind = 'record' OR NOT EXISTS (
+                   SELECT 1 FROM records f
+                   WHERE f.call_id = r.call_id AND f.chain = r.chain AND f.kind = 'record'))"
+    );
+    let mut values: Vec<Value> = Vec::new();
+    let mut equal = |sql: &mut String, column: &str, value: &Option<String>| {
+        if let Some(v) = value {
+            values.push(Value::Text(v.clone()));
+            sql.push_str(&format!(" AND {column} = ?{}", values.len()));
+        }
+    };
+    equal(&mut sql, "r.tool", &filter.tool);
+    equal(&mut sql, "r.status", status);
+    equal(&mut sql, "r.stage", &filter.stage);
+    equal(&mut sql, "r.principal", &filter.principal);
+    equal(&mut sql, "r.session", &page.session);
+    equal(&mut sql, "r.chain", &page.node);
+    if let Some(until) = &page.until {
+        values.push(Value::Text(until.clone()));
+        sql.push_str(&format!(" AND r.received_at < ?{}", values.len()));
+    }
+    if let Some(since) = &filter.since {
+        values.push(Value::Text(since.clone()));
+        sql.push_str(&format!(" AND r.received_at >= ?{}", values.len()));
+    }
+    if let Some(text) = &page.text {
+        values.push(Value::Text(text.clone()));
+        let n = values.len();
+        sql.push_str(&format!(
+            " AND (instr(r.call_id, ?{n}) > 0 OR instr(coalesce(r.provider_call_id, ''), ?{n}) > 0)"
+        ));
+    }
+    if let Some(before) = &page.before {
+        values.push(Value::Text(before.received_at.clone()));
+        values.push(Value::Integer(before.seq));
+        let n = values.len();
+        // The first term bounds the index range; the second breaks ties of one instant.
+        sql.push_str(&format!(
+            " AND r.received_at <= ?{a} AND (r.received_at < ?{a} OR r.seq < ?{n})",
+            a = n - 1
+        ));
+    }
+    (sql, values)
+}
+
+/// The `status` column `filter.status` selects: a `started` entry's for a call `interrupted` or
+/// `running` (which of the two is not in the database).
+fn stored_status(filter: &Filter) -> Option<String> {
+    match filter.status.as_deref() {
+        Some("interrupted" | "running") => Some(STARTED_STATUS.to_string()),
+        other => other.map(str::to_string),
+    }
+}
+
+/// The statuses the pictures count a call under: a record's, or `unfinished` for a call
+/// started without a record (interrupted or running: which, the calls list says).
+const TALLIED_STATUS: &str = "CASE WHEN r.kind = 'record' THEN r.status ELSE 'unfinished' END";
+
+/// The aggregates `vak audit serve` draws: each over at most `cap` calls, the newest that
+/// `filter` and `page` select (read through the `received_at` index, newest first), so that a
+/// picture costs at most `cap` rows however long the journal; `filter.limit` is not used.
+impl Journal {
+    /// The first and last time (Unix seconds) a call selected was received, `None` when none
+    /// is: two reads at the ends of the `received_at` (or `(tool, received_at)`) index.
+    pub fn span(&self, filter: &Filter, page: &Page) -> Result<Option<(i64, i64)>, JournalError> {
+        let conn = self.read()?;
+        let (inner, values) = scope("SELECT r.received_at", filter, &stored_status(filter), page);
+        let end = |order: &str| {
+            let sql = format!(
+                "SELECT unixepoch(received_at) FROM
+                   ({inner} ORDER BY r.received_at {order}, r.seq {order} LIMIT 1)"
+            );
+            conn.query_row(&sql, rusqlite::params_from_iter(values.iter()), |r| {
+                r.get::<_, Option<i64>>(0)
+            })
+            .optional()
+            .map(Option::flatten)
+            .map_err(|e| self.err(e))
+        };
+        Ok(match (end("ASC")?, end("DESC")?) {
+            (Some(first), Some(last)) => Some((first, last)),
+            _ => None,
+        })
+    }
+
+    /// Of the newest `cap` calls selected: how many of each status were received in each
+    /// `width`-second bucket (bucket `b` is `[b * width, (b + 1) * width)` in Unix seconds), as
+    /// `(b, status, count)`, oldest first; at most `max_groups` rows.
+    pub fn tally_by_time(
+        &self,
+        filter: &Filter,
+        page: &Page,
+        cap: u32,
+        width: i64,
+        max_groups: u32,
+    ) -> Result<Vec<(i64, String, u64)>, JournalError> {
+        let conn = self.read()?;
+        let select = format!("SELECT r.received_at, {TALLIED_STATUS} AS status");
+        let (inner, mut values) = scope(&select, filter, &stored_status(filter), page);
+        values.push(rusqlite::types::Value::Integer(i64::from(cap)));
+        let limit = values.len();
+        values.push(rusqlite::types::Value::Integer(width.max(1)));
+        let width = values.len();
+        values.push(rusqlite::types::Value::Integer(i64::from(max_groups)));
+        let sql = format!(
+            "SELECT unixepoch(received_at) / ?{width} AS bucket, status, count(*) FROM
+               ({inner} ORDER BY r.received_at DESC, r.seq DESC LIMIT ?{limit})
+             GROUP BY bucket, status ORDER BY bucket, status LIMIT ?{}",
+            values.len()
+        );
+        self.rows(&conn, &sql, values, |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)?.max(0) as u64))
+        })
+    }
+
+    /// Of the newest `cap` calls selected that ran (completed, tool error, failed): each one's
+    /// tool, wall time (ns) and fuel, from its record.
+    pub fn usage_sample(
+        &self,
+        filter: &Filter,
+        page: &Page,
+        cap: u32,
+    ) -> Result<Vec<(String, u64, u64)>, JournalError> {
+        let conn = self.read()?;
+        let (mut inner, mut values) = scope(
+            "SELECT r.tool, json_extract(r.record, '$.usage.wall_ns'),
+                    json_extract(r.record, '$.usage.fuel')",
+            filter,
+            &stored_status(filter),
+            page,
+        );
+        values.push(rusqlite::types::Value::Integer(i64::from(cap)));
+        inner.push_str(&format!(
+            " AND r.kind = 'record' AND r.status IN ('completed', 'tool_error', 'failed')
+              AND json_valid(r.record)
+             ORDER BY r.received_at DESC, r.seq DESC LIMIT ?{}",
+            values.len()
+        ));
+        self.rows(&conn, &inner, values, |r| {
+            let n = |i| {
+                r.get::<_, Option<i64>>(i)
+                    .map(|v| v.unwrap_or(0).max(0) as u64)
+            };
+            Ok((r.get(0)?, n(1)?, n(2)?))
+        })
+    }
+
+    /// Of the newest `cap` refused calls selected: how many were refused at each stage with
+    /// each kind of error, as `(stage, kind, count)`, most first; at most `max_groups` rows.
+    pub fn refusal_tally(
+        &self,
+        filter: &Filter,
+        page: &Page,
+        cap: u32,
+        max_groups: u32,
+    ) -> Result<Vec<(String, String, u64)>, JournalError> {
+        let conn = self.read()?;
+        let (inner, mut values) = scope(
+            "SELECT r.stage, r.record",
+            filter,
+            &Some("refused".to_string()),
+            page,
+        );
+        values.push(rusqlite::types::Value::Integer(i64::from(cap)));
+        let limit = values.len();
+        values.push(rusqlite::types::Value::Integer(i64::from(max_groups)));
+        let sql = format!(
+            "SELECT stage, coalesce(CASE WHEN json_valid(record)
+                                         THEN json_extract(record, '$.error.kind') END, '-') AS kind,
+                    count(*) AS n
+             FROM ({inner} ORDER BY r.received_at DESC, r.seq DESC LIMIT ?{limit})
+             GROUP BY stage, kind ORDER BY n DESC, stage, kind LIMIT ?{}",
+            values.len()
+        );
+        self.rows(&conn, &sql, values, |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)?.max(0) as u64))
+        })
+    }
+
+    fn rows<T>(
+        &self,
+        conn: &Connection,
+        sql: &str,
+        values: Vec<rusqlite::types::Value>,
+        read: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, JournalError> {
+        let mut stmt = conn.prepare(sql).map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(values), read)
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 }

@@ -14,6 +14,7 @@
 //! the revocation log); the journal, the budget and the revocations name those ports, never this
 //! module, so dependencies run from the store to what it implements.
 
+#[cfg(feature = "postgres")]
 pub mod postgres;
 
 use crate::journal::{Entry, Filter, Journal, JournalError, Listed, Shown, Started, Verification};
@@ -39,7 +40,8 @@ pub struct Local {
 pub enum Store {
     /// This process and its files: the SQLite journal, the revocations file, ledgers in memory.
     Local(Local),
-    /// A PostgreSQL database shared by several nodes.
+    /// A PostgreSQL database shared by several nodes (cargo feature `postgres`, on by default).
+    #[cfg(feature = "postgres")]
     Postgres(Arc<postgres::PgStore>),
 }
 
@@ -57,6 +59,7 @@ impl Store {
     pub fn revocations(&self) -> &Arc<Revocations> {
         match self {
             Store::Local(l) => &l.revocations,
+            #[cfg(feature = "postgres")]
             Store::Postgres(p) => p.revocations(),
         }
     }
@@ -65,6 +68,7 @@ impl Store {
     /// chain, before the call's tool runs; `None` when records are not journaled. Committed as a
     /// record is (the local journal's group commits sign the entries of one commit together).
     /// On the shared store it waits until `deadline` at most.
+    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
     pub async fn start(
         &self,
         started: &mut Started,
@@ -76,6 +80,7 @@ impl Store {
                 Some(journal) => Some(journal.append_started(started, key).await),
                 None => None,
             },
+            #[cfg(feature = "postgres")]
             Store::Postgres(p) => {
                 started.signature = None;
                 let digest = crate::signing::text_digest(&started.unsigned_text());
@@ -90,6 +95,7 @@ impl Store {
     /// journal, sign each record by itself. A record whose commit failed is signed by itself:
     /// what the caller gets back is signed either way. The shared store waits as `wait` says
     /// (the local journal always waits).
+    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
     pub async fn sign_and_append(
         &self,
         record: &mut CallRecord,
@@ -102,6 +108,7 @@ impl Store {
                 Some(journal) => Some(journal.append_signing(record, key).await),
                 None => None,
             },
+            #[cfg(feature = "postgres")]
             Store::Postgres(p) => {
                 key.sign(record);
                 Some(p.append(record, settlement, wait).await)
@@ -118,6 +125,7 @@ impl Store {
     pub fn bound(&self) -> Option<std::time::Duration> {
         match self {
             Store::Local(_) => None,
+            #[cfg(feature = "postgres")]
             Store::Postgres(p) => Some(p.bound()),
         }
     }
@@ -129,14 +137,74 @@ impl Store {
 
     /// Stop using the store: a shared store gives this node's name back at once.
     pub async fn close(&self) {
+        #[cfg(feature = "postgres")]
         if let Store::Postgres(p) = self {
             p.close().await;
+        }
+    }
+
+    /// This machine's journal, if the store is local and journals.
+    pub fn local(&self) -> Option<&Arc<Journal>> {
+        match self {
+            Store::Local(l) => l.journal.as_ref(),
+            #[cfg(feature = "postgres")]
+            Store::Postgres(_) => None,
+        }
+    }
+
+    /// The ledger of the named session `key` kept in the shared store, where every node charges
+    /// it; `None` for this machine's store (its ledgers live in the process).
+    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
+    pub fn shared_ledger(
+        &self,
+        key: &str,
+        principal: Option<&str>,
+    ) -> Option<Arc<dyn vak_core::ports::ledger::LedgerPort>> {
+        match self {
+            Store::Local(_) => None,
+            #[cfg(feature = "postgres")]
+            Store::Postgres(p) => Some(p.ledger(key, principal)),
+        }
+    }
+
+    /// Mark `key` spent for `keep` (at least as long as what it stands for stays good): `true`
+    /// when this call spent it, `false` when it was spent before, by this process or, through
+    /// the journal's database or the shared store, by another process or node. `None` when
+    /// nothing is kept beyond the process (`--no-journal`): the caller keeps its own markers.
+    pub async fn spend(
+        &self,
+        key: &str,
+        keep: std::time::Duration,
+    ) -> Option<Result<bool, JournalError>> {
+        match self {
+            Store::Local(l) => {
+                let until = jiff::Timestamp::now()
+                    .as_second()
+                    .saturating_add(i64::try_from(keep.as_secs()).unwrap_or(i64::MAX));
+                let journal = l.journal.clone()?;
+                let key = key.to_string();
+                // A write to SQLite, which may wait for another process's lock: off the
+                // runtime's threads.
+                Some(
+                    tokio::task::spawn_blocking(move || journal.spend(&key, until))
+                        .await
+                        .unwrap_or_else(|e| {
+                            Err(JournalError::Sqlite {
+                                path: "journal".into(),
+                                message: format!("marking a state spent stopped: {e}"),
+                            })
+                        }),
+                )
+            }
+            #[cfg(feature = "postgres")]
+            Store::Postgres(p) => Some(p.spend(key, keep).await.map_err(JournalError::Store)),
         }
     }
 
     fn local_journal(&self) -> Result<&Journal, JournalError> {
         match self {
             Store::Local(l) => l.journal.as_deref().ok_or(JournalError::Off),
+            #[cfg(feature = "postgres")]
             Store::Postgres(_) => Err(JournalError::Off),
         }
     }
@@ -144,6 +212,7 @@ impl Store {
     /// Entries matching `filter`, newest first (on a shared store: every node's).
     pub async fn list(&self, filter: &Filter) -> Result<Vec<Listed>, JournalError> {
         match self {
+            #[cfg(feature = "postgres")]
             Store::Postgres(p) => p.list(filter).await,
             Store::Local(_) => self.local_journal()?.list(filter),
         }
@@ -153,6 +222,7 @@ impl Store {
     /// have that), each checked: see [`Journal::show`].
     pub async fn show(&self, id: &str) -> Result<Vec<Shown>, JournalError> {
         match self {
+            #[cfg(feature = "postgres")]
             Store::Postgres(p) => p.show(id).await,
             Store::Local(_) => self.local_journal()?.show(id),
         }
@@ -161,6 +231,7 @@ impl Store {
     /// Walk every chain and every record's signature (by one of `trusted`, when given).
     pub async fn verify(&self, trusted: &[String]) -> Result<Verification, JournalError> {
         match self {
+            #[cfg(feature = "postgres")]
             Store::Postgres(p) => p.verify(trusted).await,
             Store::Local(_) => self.local_journal()?.verify_any(trusted),
         }
@@ -175,6 +246,7 @@ impl Store {
                 format!("sqlite {}", j.path().display())
             }
             Store::Local(Local { journal: None, .. }) => "local, no journal".to_string(),
+            #[cfg(feature = "postgres")]
             Store::Postgres(p) => p.describe(),
         }
     }

@@ -5,14 +5,16 @@
 //! The record is read as JSON, not as a `CallRecord`: an entry changed in the database, or
 //! written by another version, is still shown (with its failed check) rather than hidden.
 
+use super::super::Source;
+use super::payload::{self, Payload};
 use super::{Page, call_href, param, query_href, shown};
-use crate::journal::{Journal, Kind, Shown};
+use crate::journal::{Kind, Shown};
 use maud::{Markup, html};
 use serde_json::Value;
 
 /// The page of the call `?id=` names (vak's call id, or a provider's: a list when several
 /// calls have it).
-pub fn page(journal: &Journal, query: &[(String, String)]) -> Page {
+pub fn page(journal: &dyn Source, query: &[(String, String)]) -> Page {
     let Some(id) = param(query, "id") else {
         return Page::bad_request("Which call? /call?id=CALL_ID");
     };
@@ -110,6 +112,14 @@ fn entry(s: &Shown) -> Markup {
                         a href=(call_href(p)) { (shown(p)) }
                     } @else { "-" }
                 } }
+                @if let Some(round) = v.get("round").filter(|r| !r.is_null()) {
+                    tr #round { th { "round" } td.mono {
+                        (shown(&text(round, "round")))
+                        @if let Some(p) = round.get("previous_call_id").and_then(Value::as_str) {
+                            ", after " a href=(call_href(p)) { (shown(p)) }
+                        }
+                    } }
+                }
             } }
         }
         @if let Some(error) = v.get("error").filter(|e| !e.is_null()) {
@@ -277,6 +287,8 @@ fn receipts(v: &Value) -> Markup {
     }
 }
 
+/// The payload with the fields evidence speaks for marked, and the evidence: each item beside
+/// its verdict, linking to its marks.
 fn evidence(v: &Value) -> Markup {
     let evidence = items(v, "evidence");
     // A version-2 record keeps each item once, in the result; its verdicts are in the same order.
@@ -284,24 +296,46 @@ fn evidence(v: &Value) -> Markup {
         .pointer("/result/evidence")
         .and_then(Value::as_array)
         .map_or(&[][..], Vec::as_slice);
-    let item = |n: usize, e: &'_ Value| -> Value {
-        match (e.get("kind"), returned.get(n)) {
-            (None, Some(item)) => item.clone(),
-            _ => e.clone(),
-        }
-    };
+    let pairs: Vec<(Value, &Value)> = evidence
+        .iter()
+        .enumerate()
+        .map(|(n, e)| match (e.get("kind"), returned.get(n)) {
+            (None, Some(item)) => (item.clone(), e),
+            _ => (e.clone(), e),
+        })
+        .collect();
+    let payload = Payload::of(v, &pairs);
     html! {
+        @if let Some(markup) = &payload.markup {
+            section #payload {
+                h2 { "Payload" }
+                @if !evidence.is_empty() { (payload::legend()) }
+                @if payload.cut {
+                    p.bad #cut { "The payload is shown cut: at most " (payload::MAX_NODES) " values and "
+                        (payload::MAX_DEPTH) " levels are written here. The whole is in the entry as stored, below." }
+                }
+                pre.payload { (markup) }
+            }
+        }
         @if !evidence.is_empty() {
             section #evidence {
                 h2 { "Evidence" }
                 table {
-                    thead { tr { th { "item" } th { "verdict" } th { "upholds" } th { "diagnostics" } } }
-                    tbody { @for (n, e) in evidence.iter().enumerate() {
+                    thead { tr { th { "item" } th { "verdict" } th { "upholds" } th { "in the payload" } th { "diagnostics" } } }
+                    tbody { @for (n, (item, e)) in pairs.iter().enumerate() {
                         @let support = text(e, "support");
-                        tr {
-                            td { (json(&item(n, e))) }
+                        tr id=(format!("evidence-{n}")) {
+                            td { (json(item)) }
                             td class=(if support == "supported" { "ok" } else { "bad" }) { (shown(&support)) }
                             td.mono { @for u in items(e, "upholds") { (shown(u.as_str().unwrap_or_default())) br; } }
+                            td.mono { @for l in payload.links.get(n).map_or(&[][..], Vec::as_slice) {
+                                @if l.shown {
+                                    a.mark-link class=(if l.upheld { "upheld" } else { "claimed" }) href=(format!("#{}", l.anchor)) { (shown(&l.pointer)) }
+                                } @else {
+                                    span.bad title="not in the payload, or past where it is cut" { (shown(&l.pointer)) " (not shown)" }
+                                }
+                                br;
+                            } }
                             td { @for d in items(e, "diagnostics") { (shown(d.as_str().unwrap_or_default())) br; } }
                         }
                     } }
@@ -343,5 +377,44 @@ fn rendered(v: &Value, projection: &Value) -> String {
             record.projection.map(|p| p.rendered).unwrap_or_default()
         }
         Err(_) => "-".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Kind;
+
+    #[test]
+    fn a_later_round_links_the_round_before_it() {
+        let record = serde_json::json!({
+            "call_id": "call_2",
+            "tool": "t",
+            "status": "completed",
+            "round": { "round": 2, "previous_call_id": "call_<1>" },
+        });
+        let shown = Shown {
+            seq: 2,
+            node: None,
+            chain_seq: 2,
+            kind: Kind::Record,
+            call_id: "call_2".into(),
+            tool: "t".into(),
+            status: "completed".into(),
+            received_at: "2026-12-07T00:00:00Z".into(),
+            text: record.to_string(),
+            check: Ok(()),
+        };
+        let html = entry(&shown).into_string();
+        assert!(html.contains("<tr id=\"round\">"), "{html}");
+        assert!(html.contains(">2, after <a href=\""), "{html}");
+        // The id is escaped where it is shown.
+        assert!(html.contains("call_&lt;1&gt;</a>"), "{html}");
+        // A call of one request has no round row.
+        let single = Shown {
+            text: serde_json::json!({ "call_id": "c", "status": "completed" }).to_string(),
+            ..shown
+        };
+        assert!(!entry(&single).into_string().contains("id=\"round\""));
     }
 }

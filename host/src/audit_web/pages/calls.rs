@@ -1,24 +1,27 @@
-//! The calls: newest first, filtered, paged on the server ([`Journal::page`]: keyset paging on
-//! the indexed `received_at`).
+//! The calls: newest first, filtered, paged on the server ([`Source::page`]: keyset paging on
+//! the indexed `received_at` of a local journal, on the commit order `gseq` of a shared store).
 
+use super::super::Source;
 use super::{Page, call_href, param, query_href, shown};
-use crate::journal::{Cursor, Filter, Journal, Page as Query, STATUSES};
+use crate::journal::{Cursor, Filter, Page as Query, STATUSES};
 use crate::stage::Stage;
 use maud::html;
 
 /// The filters a query carries (the form's fields), in the order the form has them.
-const FIELDS: [&str; 7] = [
+const FIELDS: [&str; 9] = [
     "tool",
     "status",
     "stage",
     "principal",
     "session",
+    "node",
     "q",
     "since",
+    "until",
 ];
 
 /// The page of calls that `query` asks for.
-pub fn page(journal: &Journal, query: &[(String, String)]) -> Page {
+pub fn page(journal: &dyn Source, query: &[(String, String)]) -> Page {
     let get = |name| param(query, name).map(str::to_string);
     let status = get("status");
     if status.as_deref().is_some_and(|s| !STATUSES.contains(&s)) {
@@ -47,6 +50,12 @@ pub fn page(journal: &Journal, query: &[(String, String)]) -> Page {
         Some(Ok(t)) => Some(t),
         Some(Err(e)) => return Page::bad_request(&format!("since {e}.")),
     };
+    // The end of the range, read as `since` is: a time, or a duration back from now.
+    let until = match param(query, "until").map(crate::journal::since) {
+        None => None,
+        Some(Ok(t)) => Some(t),
+        Some(Err(e)) => return Page::bad_request(&format!("until {e}.")),
+    };
     let before = match (param(query, "before_at"), param(query, "before_seq")) {
         (Some(at), Some(seq)) => match seq.parse::<i64>() {
             Ok(seq) => Some(Cursor {
@@ -68,6 +77,8 @@ pub fn page(journal: &Journal, query: &[(String, String)]) -> Page {
     let q = Query {
         session: get("session"),
         text: get("q"),
+        node: get("node"),
+        until,
         before: before.clone(),
     };
     let paged = match journal.page(&filter, &q) {
@@ -107,8 +118,10 @@ pub fn page(journal: &Journal, query: &[(String, String)]) -> Page {
             }
             label { "principal " input name="principal" value=(shown(value("principal"))); }
             label { "session " input name="session" value=(shown(value("session"))); }
+            label { "node " input name="node" value=(shown(value("node"))); }
             label { "call id contains " input name="q" value=(shown(value("q"))); }
             label { "since " input name="since" placeholder="2026-12-06T10:00:00Z or 2h" value=(shown(value("since"))); }
+            label { "until " input name="until" placeholder="2026-12-06T12:00:00Z or 1h" value=(shown(value("until"))); }
             button type="submit" { "Filter" }
             " " a href="/calls" { "clear" }
         }
@@ -128,7 +141,10 @@ pub fn page(journal: &Journal, query: &[(String, String)]) -> Page {
                         td { (shown(&r.stage)) }
                         td.mono { a href=(call_href(&r.call_id)) { (shown(&r.call_id)) } }
                         td { (shown(r.principal.as_deref().unwrap_or("-"))) }
-                        td.mono { (shown(r.node.as_deref().unwrap_or("-"))) }
+                        td.mono { @match &r.node {
+                            Some(n) => a.node href=(query_href("/calls", &[("node", n)])) { (shown(n)) },
+                            None => "-",
+                        } }
                     }
                 }
             }

@@ -3,9 +3,13 @@
 //! wrote: markup, terminal escapes, bidirectional overrides). Nothing here is ever
 //! `PreEscaped` but constant markup.
 
+pub(super) mod approvals;
 pub(super) mod call;
 pub(super) mod calls;
 pub(super) mod integrity;
+mod payload;
+pub(super) mod pictures;
+mod svg;
 
 use hyper::StatusCode;
 use maud::{DOCTYPE, Markup, html};
@@ -31,6 +35,18 @@ form.filters label{margin-right:1em}
 .mono,td{overflow-wrap:anywhere}
 meter{width:12em}
 nav.pager a{margin-right:1em}
+.stale{color:#92400e;font-weight:600}
+progress{width:30em;height:1.2em}
+section.question{border:2px solid #92400e;padding:.5em 1em;margin:1em 0}
+form.answer button{font-size:15px;padding:.3em 1em;margin-right:1em}
+button.yes{border:2px solid #065f46}
+button.no{border:2px dashed #991b1b}
+mark.upheld{background:#bbf7d0;color:#111;outline:2px solid #065f46}
+mark.claimed{background:#fef3c7;color:#111;outline:2px dashed #92400e}
+mark:target{outline-width:4px}
+a.mark-link.claimed{text-decoration-style:dashed}
+svg.picture{max-width:100%;height:auto;display:block;margin:.5em 0 1.5em}
+svg.picture a:hover rect,svg.picture a:focus rect{stroke-width:2}
 ";
 
 /// A page made: its status and its HTML.
@@ -77,14 +93,16 @@ fn layout(title: &str, content: Markup) -> Markup {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                meta name="referrer" content="no-referrer";
+                meta name="referrer" content="same-origin";
                 title { (shown(title)) " · vak audit" }
                 link rel="stylesheet" href="/style.css";
             }
             body {
                 header {
                     a href="/calls" { "Calls" }
+                    a href="/pictures" { "Pictures" }
                     a href="/integrity" { "Integrity" }
+                    a href="/approvals" { "Approvals" }
                 }
                 main {
                     h1 { (shown(title)) }
@@ -134,7 +152,7 @@ fn query_href(path: &str, pairs: &[(&str, &str)]) -> String {
 }
 
 /// The value of `name` in a query, when given and not empty.
-fn param<'a>(query: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(super) fn param<'a>(query: &'a [(String, String)], name: &str) -> Option<&'a str> {
     query
         .iter()
         .find(|(k, _)| k == name)

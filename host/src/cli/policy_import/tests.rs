@@ -57,16 +57,11 @@ fn origins(policy: &Policy, tool: &str) -> Vec<String> {
 
 fn roots(policy: &Policy, tool: &str) -> Vec<(String, String, RootMode)> {
     let grant = policy.grant(tool).expect("the tool is granted");
-    match grant
-        .capabilities
-        .get(&vak_host::capabilities::Capability::Workspace)
-    {
-        Some(vak_host::policy::Scope::Roots(roots)) => roots
-            .iter()
-            .map(|r| (r.name.clone(), r.path.display().to_string(), r.mode))
-            .collect(),
-        _ => Vec::new(),
-    }
+    grant
+        .roots()
+        .iter()
+        .map(|r| (r.name.clone(), r.path.display().to_string(), r.mode))
+        .collect()
 }
 
 #[test]

@@ -1,5 +1,7 @@
+use super::replay::read_elicitation;
 use super::*;
 use crate::capabilities::client::ElicitAction;
+use crate::mcp::client::sample_reply;
 
 fn binding() -> Binding {
     Binding {
@@ -25,7 +27,7 @@ fn state(rounds: &Rounds, round: u32, answers: usize, ttl: Duration) -> String {
                 answer: json!({ "action": "accept" }),
             })
             .collect(),
-        pending: (format!("elicitation-{}", answers + 1), "q".into()),
+        pending: vec![(format!("elicitation-{}", answers + 1), "q".into())],
     };
     rounds
         .codec
@@ -150,4 +152,39 @@ fn answers_are_read_as_mcp_results() {
         ("Paris", "m", Some("endTurn"))
     );
     assert!(sample_reply(&json!({ "content": { "type": "image", "data": "" } })).is_err());
+}
+
+#[test]
+fn questions_asked_together_are_answered_together() {
+    let rounds = Rounds::from_secret(&[7; 32]);
+    let sealed = Sealed {
+        format: FORMAT,
+        binding: binding(),
+        round: 1,
+        call_id: "call_1".into(),
+        session: "rounds:call_1".into(),
+        answers: Vec::new(),
+        pending: vec![
+            ("user_name".into(), "q1".into()),
+            ("client_roots".into(), "q2".into()),
+        ],
+    };
+    let s = rounds
+        .codec
+        .seal_json_with(&sealed, &SealOptions::new().ttl(STATE_TTL))
+        .expect("seals");
+    // One answer of two: neither is taken, and the round asks both again.
+    let r = rounds
+        .open(&s, &binding(), Some(&responses("user_name")))
+        .expect("opens");
+    assert!(r.answers.is_empty());
+    let mut both = responses("client_roots");
+    both.insert("user_name".into(), json!({ "action": "accept" }));
+    let r = rounds.open(&s, &binding(), Some(&both)).expect("opens");
+    let keys: Vec<(&str, &str)> = r
+        .answers
+        .iter()
+        .map(|a| (a.key.as_str(), a.question.as_str()))
+        .collect();
+    assert_eq!(keys, [("user_name", "q1"), ("client_roots", "q2")]);
 }

@@ -1,6 +1,6 @@
 //! `test_input_required_result_elicitation`, for the MCP conformance suite's
-//! `input-required-result-*` scenarios: the tool asks the person for a name, which a stateless
-//! client answers in an input-required round.
+//! `input-required-result-*` scenarios: the tool asks the person for a name under a key of its
+//! own (`user_name`), which a stateless client answers in an input-required round.
 
 use vak_guest::prelude::*;
 
@@ -24,10 +24,21 @@ impl Tool for Tool1 {
             "properties": { "name": { "type": "string", "description": "Your name" } },
             "required": ["name"],
         });
-        let reply = client::elicit("What is your name?", &schema)
+        let answers = client::Ask::new()
+            .elicit("user_name", "What is your name?", &schema)
+            .send()
             .map_err(|e| ToolError::new("elicitation-failed", e.to_string()))?;
-        let content = reply.content.unwrap_or_else(|| "{}".into());
-        Ok(Output::markdown(format!("Hello: {content}")))
+        match answers.into_iter().next() {
+            Some(Ok(client::InputAnswer::Elicited(reply))) => {
+                let content = reply.content.unwrap_or_else(|| "{}".into());
+                Ok(Output::markdown(format!("Hello: {content}")))
+            }
+            Some(Err(e)) => Err(ToolError::new("elicitation-failed", e.to_string())),
+            _ => Err(ToolError::new(
+                "elicitation-failed",
+                "no answer to the form",
+            )),
+        }
     }
 }
 

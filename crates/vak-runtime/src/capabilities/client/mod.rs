@@ -1,5 +1,6 @@
-//! `vak:tool/client`: a tool asks the caller's client for a completion from its model (sampling)
-//! or for a person's answer to a form (elicitation).
+//! `vak:tool/client`: a tool asks the caller's client for a completion from its model (sampling),
+//! for a person's answer to a form (elicitation), or for the roots the person works in (roots);
+//! one at a time, or several together under keys of its choosing (`ask`).
 //!
 //! The host stands between the two sides as everywhere else: the policy must grant the request
 //! (`client.requests`), the request is checked before it leaves (roles, sizes, a form schema of
@@ -12,22 +13,25 @@
 //! to its connection, or, for a stateless 2026-07-28 request, one that answers from the client's
 //! answers of earlier rounds (`mcp::rounds`). A call without one (the CLI) gets a typed refusal.
 
+mod exchange;
 mod forms;
 pub mod grant;
 
 use super::{Broker, Capability, CapabilityBroker, HasBroker};
 use crate::bindings::vak::tool::client::{
-    ElicitationAction, ElicitationReply, Host, SamplingReply, SamplingRequest, add_to_linker,
+    ElicitationAction, ElicitationReply, Host, InputAnswer, InputRequest, KeyedRequest, RootsReply,
+    SamplingReply, SamplingRequest, add_to_linker,
 };
 use crate::bindings::vak::tool::types::CapabilityError;
+use exchange::{Keys, Outgoing};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use wasmtime::component::{HasSelf, Linker};
 
 pub use forms::{check_answers, check_form};
 pub use vak_core::ports::client::{
-    ClientChannel, ClientError, ElicitAction, ElicitReply, ElicitRequest, LogLevel, SampleReply,
-    SampleRequest,
+    ClientAnswer, ClientChannel, ClientError, ClientRequest, ElicitAction, ElicitReply,
+    ElicitRequest, LogLevel, Root, SampleReply, SampleRequest,
 };
 
 /// Most messages in one sampling request.
@@ -36,6 +40,11 @@ pub const MAX_MESSAGES: usize = 64;
 pub const MAX_TEXT_BYTES: usize = 256 * 1024;
 /// Most properties in one form.
 pub const MAX_FORM_FIELDS: usize = 64;
+/// Most requests in one `ask`.
+pub const MAX_BATCH: usize = 16;
+/// Most roots in one answer, and bytes of one root's URI or name.
+pub const MAX_ROOTS: usize = 256;
+pub const MAX_ROOT_BYTES: usize = 4096;
 /// How long before the call's deadline the host gives up waiting, so the refusal is on record.
 const DEADLINE_MARGIN: Duration = Duration::from_millis(100);
 
@@ -43,10 +52,6 @@ const DEADLINE_MARGIN: Duration = Duration::from_millis(100);
 pub struct Client;
 
 impl<T: HasBroker> CapabilityBroker<T> for Client {
-    fn capability(&self) -> Capability {
-        Capability::Client
-    }
-
     fn link(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
         add_to_linker::<T, HasSelf<Broker>>(linker, T::broker)
     }
@@ -114,103 +119,8 @@ impl Broker {
         }
     }
 
-    async fn sample_inner(&self, request: &SampleRequest) -> Result<SampleReply, CapabilityError> {
-        let channel = self.client_for("sampling")?;
-        if request.messages.is_empty() || request.messages.len() > MAX_MESSAGES {
-            return Err(CapabilityError::Invalid(format!(
-                "a sampling request holds 1 to {MAX_MESSAGES} messages"
-            )));
-        }
-        if let Some((role, _)) = request
-            .messages
-            .iter()
-            .find(|(r, _)| r != "user" && r != "assistant")
-        {
-            return Err(CapabilityError::Invalid(format!(
-                "role {role:?} is neither `user` nor `assistant`"
-            )));
-        }
-        let size: usize = request.messages.iter().map(|(_, t)| t.len()).sum::<usize>()
-            + request.system_prompt.as_ref().map_or(0, String::len);
-        if size > MAX_TEXT_BYTES {
-            return Err(CapabilityError::Invalid(format!(
-                "the request holds {size} bytes of text; at most {MAX_TEXT_BYTES}"
-            )));
-        }
-        if request.max_tokens == 0 {
-            return Err(CapabilityError::Invalid(
-                "max-tokens must be at least 1".into(),
-            ));
-        }
-        let answer = tokio::time::timeout(self.client_wait(), channel.sample(request.clone()))
-            .await
-            .map_err(|_| {
-                CapabilityError::Failed(
-                    "the client did not answer before the call's deadline".into(),
-                )
-            })?
-            .map_err(from_client)?;
-        if answer.text.len() > MAX_TEXT_BYTES {
-            return Err(CapabilityError::Failed(format!(
-                "the client's completion is {} bytes; at most {MAX_TEXT_BYTES}",
-                answer.text.len()
-            )));
-        }
-        Ok(answer)
-    }
-
-    async fn elicit_inner(
-        &self,
-        message: &str,
-        schema: &str,
-    ) -> Result<ElicitReply, CapabilityError> {
-        let channel = self.client_for("elicitation")?;
-        if message.len() > MAX_TEXT_BYTES {
-            return Err(CapabilityError::Invalid("the message is too long".into()));
-        }
-        let schema: Value = serde_json::from_str(schema)
-            .map_err(|e| CapabilityError::Invalid(format!("the form schema is not JSON: {e}")))?;
-        check_form(&schema).map_err(CapabilityError::Invalid)?;
-        let request = ElicitRequest {
-            message: message.to_string(),
-            schema: schema.clone(),
-        };
-        let answer = tokio::time::timeout(self.client_wait(), channel.elicit(request))
-            .await
-            .map_err(|_| {
-                CapabilityError::Failed(
-                    "the person did not answer before the call's deadline".into(),
-                )
-            })?
-            .map_err(from_client)?;
-        match (&answer.action, &answer.content) {
-            (ElicitAction::Accept, Some(content)) => {
-                check_answers(&schema, content).map_err(|e| {
-                    CapabilityError::Failed(format!("the client's answer is refused: {e}"))
-                })?
-            }
-            (ElicitAction::Accept, None) => {
-                // An accepted form with nothing filled in is valid only if nothing is required.
-                check_answers(&schema, &serde_json::Map::new()).map_err(|e| {
-                    CapabilityError::Failed(format!("the client's answer is refused: {e}"))
-                })?
-            }
-            (_, Some(_)) => {
-                return Err(CapabilityError::Failed(
-                    "the client sent answers with a declined or cancelled form".into(),
-                ));
-            }
-            (_, None) => {}
-        }
-        Ok(answer)
-    }
-}
-
-impl Host for Broker {
-    async fn sample(&mut self, request: SamplingRequest) -> Result<SamplingReply, CapabilityError> {
-        if let Some(e) = self.out_of_receipts() {
-            return Err(e);
-        }
+    /// A sampling request, scrubbed and checked.
+    fn outgoing_sample(&self, request: SamplingRequest) -> Outgoing {
         // A secret the tool got hold of is not sent to the client's model.
         let mut redacted = 0;
         let mut clean = |text: String| {
@@ -227,7 +137,6 @@ impl Host for Broker {
             system_prompt: request.system_prompt.map(&mut clean),
             max_tokens: request.max_tokens,
         };
-        let answer = self.sample_inner(&request).await;
         let mut recorded = json!({
             "messages": request.messages.iter().map(|(role, text)| json!({ "role": role, "text": text })).collect::<Vec<_>>(),
             "system_prompt": request.system_prompt,
@@ -236,19 +145,123 @@ impl Host for Broker {
         if redacted > 0 {
             recorded["redacted"] = json!(redacted);
         }
-        let outcome = answer
-            .as_ref()
-            .map(|a| json!({ "text": a.text, "model": a.model, "stop_reason": a.stop_reason }))
-            .map_err(Clone::clone);
-        let receipt = self.client_receipt("sample", recorded, &outcome);
-        let answer = answer?;
-        // Nor handed to the guest from the model's answer (a model that was told the value).
-        Ok(SamplingReply {
+        Outgoing {
+            operation: "sample",
+            recorded,
+            request: check_sample(&request).map(|()| ClientRequest::Sample(request)),
+        }
+    }
+
+    /// A form, scrubbed and checked.
+    fn outgoing_elicit(&self, message: &str, schema: &str) -> Outgoing {
+        // Nor shown to the person in a form.
+        let (message, in_message) = self.scrub.redact(message);
+        let (schema, in_schema) = self.scrub.redact(schema);
+        let mut recorded = json!({
+            "message": message,
+            "schema": serde_json::from_str::<Value>(&schema).unwrap_or(Value::String(schema.clone())),
+        });
+        let redacted = in_message.replaced + in_schema.replaced;
+        if redacted > 0 {
+            recorded["redacted"] = json!(redacted);
+        }
+        Outgoing {
+            operation: "elicit",
+            recorded,
+            request: check_elicit(message, &schema).map(ClientRequest::Elicit),
+        }
+    }
+
+    fn outgoing_roots(&self) -> Outgoing {
+        Outgoing {
+            operation: "roots",
+            recorded: json!({}),
+            request: Ok(ClientRequest::ListRoots),
+        }
+    }
+
+    /// The tool's view of an answer: a secret the client's side was told is not handed on.
+    fn sampling_reply(&self, answer: SampleReply, receipt: String) -> SamplingReply {
+        SamplingReply {
             text: self.scrub.redact(&answer.text).0,
             model: answer.model,
             stop_reason: answer.stop_reason,
             receipt,
-        })
+        }
+    }
+
+    fn elicitation_reply(&self, answer: ElicitReply, receipt: String) -> ElicitationReply {
+        ElicitationReply {
+            action: match answer.action {
+                ElicitAction::Accept => ElicitationAction::Accept,
+                ElicitAction::Decline => ElicitationAction::Decline,
+                ElicitAction::Cancel => ElicitationAction::Cancel,
+            },
+            content: answer.content.map(|c| {
+                let mut c = Value::Object(c);
+                self.scrub.redact_json(&mut c);
+                c.to_string()
+            }),
+            receipt,
+        }
+    }
+}
+
+/// The checks of a sampling request before it leaves.
+fn check_sample(request: &SampleRequest) -> Result<(), CapabilityError> {
+    if request.messages.is_empty() || request.messages.len() > MAX_MESSAGES {
+        return Err(CapabilityError::Invalid(format!(
+            "a sampling request holds 1 to {MAX_MESSAGES} messages"
+        )));
+    }
+    if let Some((role, _)) = request
+        .messages
+        .iter()
+        .find(|(r, _)| r != "user" && r != "assistant")
+    {
+        return Err(CapabilityError::Invalid(format!(
+            "role {role:?} is neither `user` nor `assistant`"
+        )));
+    }
+    let size: usize = request.messages.iter().map(|(_, t)| t.len()).sum::<usize>()
+        + request.system_prompt.as_ref().map_or(0, String::len);
+    if size > MAX_TEXT_BYTES {
+        return Err(CapabilityError::Invalid(format!(
+            "the request holds {size} bytes of text; at most {MAX_TEXT_BYTES}"
+        )));
+    }
+    if request.max_tokens == 0 {
+        return Err(CapabilityError::Invalid(
+            "max-tokens must be at least 1".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The checks of a form before it leaves.
+fn check_elicit(message: String, schema: &str) -> Result<ElicitRequest, CapabilityError> {
+    if message.len() > MAX_TEXT_BYTES {
+        return Err(CapabilityError::Invalid("the message is too long".into()));
+    }
+    let schema: Value = serde_json::from_str(schema)
+        .map_err(|e| CapabilityError::Invalid(format!("the form schema is not JSON: {e}")))?;
+    check_form(&schema).map_err(CapabilityError::Invalid)?;
+    Ok(ElicitRequest { message, schema })
+}
+
+/// One outcome of a batch as the tool sees it, with its receipt.
+type Delivered = (Result<ClientAnswer, CapabilityError>, String);
+
+impl Host for Broker {
+    async fn sample(&mut self, request: SamplingRequest) -> Result<SamplingReply, CapabilityError> {
+        if let Some(e) = self.out_of_receipts() {
+            return Err(e);
+        }
+        let outgoing = self.outgoing_sample(request);
+        match self.exchange(Keys::Channel, vec![outgoing]).await.pop() {
+            Some((Ok(ClientAnswer::Sample(a)), receipt)) => Ok(self.sampling_reply(a, receipt)),
+            other => Err(exchange::unexpected(other)),
+        }
     }
 
     async fn elicit(
@@ -259,42 +272,67 @@ impl Host for Broker {
         if let Some(e) = self.out_of_receipts() {
             return Err(e);
         }
-        // Nor shown to the person in a form.
-        let (message, in_message) = self.scrub.redact(&message);
-        let (schema, in_schema) = self.scrub.redact(&schema);
-        let answer = self.elicit_inner(&message, &schema).await;
-        let mut recorded = json!({
-            "message": message,
-            "schema": serde_json::from_str::<Value>(&schema).unwrap_or(Value::String(schema.clone())),
-        });
-        let redacted = in_message.replaced + in_schema.replaced;
-        if redacted > 0 {
-            recorded["redacted"] = json!(redacted);
+        let outgoing = self.outgoing_elicit(&message, &schema);
+        match self.exchange(Keys::Channel, vec![outgoing]).await.pop() {
+            Some((Ok(ClientAnswer::Elicit(a)), receipt)) => Ok(self.elicitation_reply(a, receipt)),
+            other => Err(exchange::unexpected(other)),
         }
-        let action = |a: ElicitAction| match a {
-            ElicitAction::Accept => "accept",
-            ElicitAction::Decline => "decline",
-            ElicitAction::Cancel => "cancel",
+    }
+
+    async fn list_roots(&mut self) -> Result<RootsReply, CapabilityError> {
+        if let Some(e) = self.out_of_receipts() {
+            return Err(e);
+        }
+        let outgoing = self.outgoing_roots();
+        match self.exchange(Keys::Channel, vec![outgoing]).await.pop() {
+            Some((Ok(ClientAnswer::Roots(roots)), receipt)) => {
+                Ok(exchange::roots_reply(roots, receipt))
+            }
+            other => Err(exchange::unexpected(other)),
+        }
+    }
+
+    async fn ask(
+        &mut self,
+        requests: Vec<KeyedRequest>,
+    ) -> Result<Vec<Result<InputAnswer, CapabilityError>>, CapabilityError> {
+        if let Some(e) = self.out_of_receipts() {
+            return Err(e);
+        }
+        let keys = match exchange::check_keys(&requests) {
+            Ok(keys) => keys,
+            Err(e) => {
+                let asked: Vec<&str> = requests
+                    .iter()
+                    .take(MAX_BATCH + 1)
+                    .map(|r| r.key.as_str())
+                    .collect();
+                let request = json!({ "keys": asked, "count": requests.len() });
+                return Err(self.refused(Capability::Client, "ask", request, e));
+            }
         };
-        let outcome = answer
-            .as_ref()
-            .map(|a| json!({ "action": action(a.action), "content": a.content }))
-            .map_err(Clone::clone);
-        let receipt = self.client_receipt("elicit", recorded, &outcome);
-        let answer = answer?;
-        Ok(ElicitationReply {
-            action: match answer.action {
-                ElicitAction::Accept => ElicitationAction::Accept,
-                ElicitAction::Decline => ElicitationAction::Decline,
-                ElicitAction::Cancel => ElicitationAction::Cancel,
-            },
-            // Nor from the person's answers.
-            content: answer.content.map(|c| {
-                let mut c = Value::Object(c);
-                self.scrub.redact_json(&mut c);
-                c.to_string()
-            }),
-            receipt,
-        })
+        let outgoing = requests
+            .into_iter()
+            .map(|r| match r.request {
+                InputRequest::Sample(s) => self.outgoing_sample(s),
+                InputRequest::Elicit(f) => self.outgoing_elicit(&f.message, &f.schema),
+                InputRequest::Roots => self.outgoing_roots(),
+            })
+            .collect();
+        let answers = self.exchange(Keys::Tool(keys), outgoing).await;
+        Ok(answers
+            .into_iter()
+            .map(|(answer, receipt)| {
+                answer.map(|a| match a {
+                    ClientAnswer::Sample(a) => {
+                        InputAnswer::Sampled(self.sampling_reply(a, receipt))
+                    }
+                    ClientAnswer::Elicit(a) => {
+                        InputAnswer::Elicited(self.elicitation_reply(a, receipt))
+                    }
+                    ClientAnswer::Roots(r) => InputAnswer::Roots(exchange::roots_reply(r, receipt)),
+                })
+            })
+            .collect())
     }
 }

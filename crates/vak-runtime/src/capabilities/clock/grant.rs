@@ -1,5 +1,7 @@
 //! The `clock` section of a tool's policy: the IANA zones it may read (`["*"]` for any).
 
+use crate::capabilities::grant::{Effects, GrantedScope, Scope, ToolGrant, same_as};
+use crate::capabilities::{Capability, SectionError};
 use serde::Deserialize;
 
 /// The policy section, as written.
@@ -42,6 +44,47 @@ impl ZoneScope {
                 "`clock` is claimed for {outside:?} but granted only for {zones:?}"
             ))
         }
+    }
+}
+
+impl super::super::GrantSection for super::Clock {
+    fn capability(&self) -> Capability {
+        Capability::Clock
+    }
+
+    fn compile(&self, _tool: &str, section: toml::Value) -> Result<Scope, SectionError> {
+        compile(super::super::section(section)?)
+            .map(Scope::new)
+            .map_err(SectionError::Scope)
+    }
+}
+
+impl GrantedScope for ZoneScope {
+    fn covers(&self, claimed: &[String]) -> Result<(), String> {
+        ZoneScope::covers(self, claimed)
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            ZoneScope::Any => "any IANA zone".to_string(),
+            ZoneScope::Only(z) => format!("zones {}", z.join(", ")),
+        }
+    }
+
+    fn effects(&self) -> Effects {
+        Effects::default()
+    }
+
+    fn same(&self, other: &dyn GrantedScope) -> bool {
+        same_as(self, other)
+    }
+}
+
+impl ToolGrant {
+    /// Whether the grant covers reading the clock in `zone`.
+    pub fn clock_zone_allowed(&self, zone: &str) -> bool {
+        self.scope::<ZoneScope>(Capability::Clock)
+            .is_some_and(|z| z.allows(zone))
     }
 }
 

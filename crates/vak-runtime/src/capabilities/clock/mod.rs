@@ -17,10 +17,6 @@ use wasmtime::component::{HasSelf, Linker};
 pub struct Clock;
 
 impl<T: HasBroker> CapabilityBroker<T> for Clock {
-    fn capability(&self) -> Capability {
-        Capability::Clock
-    }
-
     fn link(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
         add_to_linker::<T, HasSelf<Broker>>(linker, T::broker)
     }

@@ -2,6 +2,8 @@
 //! the methods, the internal addresses named as exceptions, the body and time caps, the origins
 //! that wait for a person's approval, and the credential aliases bound to host-held secrets.
 
+use crate::capabilities::grant::{Effects, GrantedScope, Scope, ToolGrant, same_as};
+use crate::capabilities::{Capability, SectionError};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -325,11 +327,71 @@ fn compile_credential(
     })
 }
 
-/// Whether `scope` covers a claim of the origins `claimed` (as the policy writes them).
-pub fn covers(scope: &HttpScope, claimed: &[String]) -> Result<(), String> {
-    super::super::claims::outside(claimed, "http", "origins", |s| {
-        scope.origins.iter().any(|o| o.text == s)
-    })
+impl super::super::GrantSection for super::Http {
+    fn capability(&self) -> Capability {
+        Capability::Http
+    }
+
+    fn compile(&self, _tool: &str, section: toml::Value) -> Result<Scope, SectionError> {
+        compile(super::super::section(section)?)
+            .map(Scope::new)
+            .map_err(SectionError::Scope)
+    }
+}
+
+impl GrantedScope for HttpScope {
+    /// Whether the scope covers a claim of the origins `claimed` (as the policy writes them).
+    fn covers(&self, claimed: &[String]) -> Result<(), String> {
+        super::super::claims::outside(claimed, "http", "origins", |s| {
+            self.origins.iter().any(|o| o.text == s)
+        })
+    }
+
+    fn describe(&self) -> String {
+        let addresses: Vec<String> = self.allow_addresses.iter().map(|a| a.to_string()).collect();
+        format!(
+            "origins {}; methods {}; internal addresses allowed: {}; body ≤ {} B, {} ms",
+            self.origins
+                .iter()
+                .map(|o| o.text.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.methods.join(", "),
+            if addresses.is_empty() {
+                "none".to_string()
+            } else {
+                addresses.join(", ")
+            },
+            self.max_body_bytes,
+            self.timeout_ms
+        )
+    }
+
+    /// Requests reach the network; a method other than `GET`/`HEAD` may change what is there,
+    /// and `PUT`/`DELETE` may destroy it.
+    fn effects(&self) -> Effects {
+        Effects {
+            changes: !self.reads_only(),
+            destructive: self.methods.iter().any(|m| m == "PUT" || m == "DELETE"),
+            open_world: true,
+            invokes: Vec::new(),
+        }
+    }
+
+    fn asks(&self) -> bool {
+        !self.ask.is_empty()
+    }
+
+    fn same(&self, other: &dyn GrantedScope) -> bool {
+        same_as(self, other)
+    }
+}
+
+impl ToolGrant {
+    /// The `http` scope, if granted.
+    pub fn http(&self) -> Option<&HttpScope> {
+        self.scope(Capability::Http)
+    }
 }
 
 #[cfg(test)]

@@ -41,10 +41,6 @@ use wasmtime::component::{HasSelf, Linker};
 pub struct Http;
 
 impl<T: HasBroker> CapabilityBroker<T> for Http {
-    fn capability(&self) -> Capability {
-        Capability::Http
-    }
-
     fn link(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
         add_to_linker::<T, HasSelf<Broker>>(linker, T::broker)
     }

@@ -26,10 +26,6 @@ pub const MAX_DEPTH: u32 = 4;
 pub struct Invoke;
 
 impl<T: HasBroker> CapabilityBroker<T> for Invoke {
-    fn capability(&self) -> Capability {
-        Capability::Invoke
-    }
-
     fn link(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
         add_to_linker::<T, HasSelf<Broker>>(linker, T::broker)
     }

@@ -4,7 +4,9 @@
 //! Its per-call state is the call's [`LogBuffer`].
 
 use super::client::LogLevel;
-use super::{Broker, Capability, CapabilityBroker, HasBroker};
+use super::{
+    Broker, Capability, CapabilityBroker, Effects, GrantedScope, HasBroker, Scope, SectionError,
+};
 use crate::bindings::vak::tool::log::{Host, Level, add_to_linker};
 use crate::record::LogLine;
 use wasmtime::component::{HasSelf, Linker};
@@ -13,10 +15,6 @@ use wasmtime::component::{HasSelf, Linker};
 pub struct Log;
 
 impl<T: HasBroker> CapabilityBroker<T> for Log {
-    fn capability(&self) -> Capability {
-        Capability::Log
-    }
-
     fn link(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
         add_to_linker::<T, HasSelf<Broker>>(linker, T::broker)
     }
@@ -26,6 +24,39 @@ impl<T: HasBroker> CapabilityBroker<T> for Log {
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogGrantFile {}
+
+/// A `log` grant: it has no scopes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unscoped;
+
+impl super::GrantSection for Log {
+    fn capability(&self) -> Capability {
+        Capability::Log
+    }
+
+    fn compile(&self, _tool: &str, section: toml::Value) -> Result<Scope, SectionError> {
+        super::section::<LogGrantFile>(section).map(|_| Scope::new(Unscoped))
+    }
+}
+
+impl GrantedScope for Unscoped {
+    fn covers(&self, _claimed: &[String]) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        "no scopes".to_string()
+    }
+
+    /// Lines stay in the call record (and go to the caller's own client).
+    fn effects(&self) -> Effects {
+        Effects::default()
+    }
+
+    fn same(&self, other: &dyn GrantedScope) -> bool {
+        super::grant::same_as(self, other)
+    }
+}
 
 /// Lines kept per call; further lines are counted and dropped.
 pub const MAX_LINES: usize = 256;

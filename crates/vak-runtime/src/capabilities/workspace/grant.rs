@@ -1,6 +1,8 @@
 //! The `workspace` section of a tool's policy: named roots on the host, each read-only or
 //! read-write, and whether its first use in a call waits for a person's approval.
 
+use crate::capabilities::grant::{Effects, GrantedScope, Scope, ToolGrant, same_as};
+use crate::capabilities::{Capability, SectionError};
 use serde::Deserialize;
 
 /// The policy section, as written.
@@ -84,9 +86,66 @@ pub fn compile(file: WorkspaceGrantFile) -> Result<Vec<Root>, String> {
     Ok(out)
 }
 
-/// Whether `roots` cover a claim of the roots named `claimed`.
-pub fn covers(roots: &[Root], claimed: &[String]) -> Result<(), String> {
-    super::super::claims::outside(claimed, "workspace", "roots", |s| {
-        roots.iter().any(|r| r.name == s)
-    })
+/// A `workspace` grant: its roots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Roots(pub Vec<Root>);
+
+impl super::super::GrantSection for super::Workspace {
+    fn capability(&self) -> Capability {
+        Capability::Workspace
+    }
+
+    fn compile(&self, _tool: &str, section: toml::Value) -> Result<Scope, SectionError> {
+        compile(super::super::section(section)?)
+            .map(|roots| Scope::new(Roots(roots)))
+            .map_err(SectionError::Scope)
+    }
+}
+
+impl GrantedScope for Roots {
+    /// Whether the roots cover a claim of the roots named `claimed`.
+    fn covers(&self, claimed: &[String]) -> Result<(), String> {
+        super::super::claims::outside(claimed, "workspace", "roots", |s| {
+            self.0.iter().any(|r| r.name == s)
+        })
+    }
+
+    fn describe(&self) -> String {
+        self.0
+            .iter()
+            .map(|r| format!("{} = {} ({:?})", r.name, r.path.display(), r.mode))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// A read-write root may be written and its files replaced or removed.
+    fn effects(&self) -> Effects {
+        let writes = self.0.iter().any(|r| r.mode == RootMode::ReadWrite);
+        Effects {
+            changes: writes,
+            destructive: writes,
+            ..Effects::default()
+        }
+    }
+
+    fn asks(&self) -> bool {
+        self.0.iter().any(|r| r.ask)
+    }
+
+    fn same(&self, other: &dyn GrantedScope) -> bool {
+        same_as(self, other)
+    }
+}
+
+impl ToolGrant {
+    /// The granted workspace roots (none without a `workspace` grant).
+    pub fn roots(&self) -> &[Root] {
+        self.scope::<Roots>(Capability::Workspace)
+            .map_or(&[], |r| r.0.as_slice())
+    }
+
+    /// The granted workspace root named `name`.
+    pub fn root(&self, name: &str) -> Option<&Root> {
+        self.roots().iter().find(|r| r.name == name)
+    }
 }

@@ -23,10 +23,6 @@ use wasmtime::component::{HasSelf, Linker};
 pub struct Workspace;
 
 impl<T: HasBroker> CapabilityBroker<T> for Workspace {
-    fn capability(&self) -> Capability {
-        Capability::Workspace
-    }
-
     fn link(&self, linker: &mut Linker<T>) -> wasmtime::Result<()> {
         add_to_linker::<T, HasSelf<Broker>>(linker, T::broker)
     }

@@ -6,7 +6,7 @@
 //! ([`WitnessedFs`]). vak's own tools use `vak:tool/workspace` instead.
 
 use super::grant::{Root, RootMode};
-use crate::capabilities::{Capability, ReceiptSink};
+use crate::capabilities::{Broker, Capability, ReceiptSink};
 use serde_json::json;
 use std::collections::HashMap;
 use wasmtime::component::Resource;
@@ -57,7 +57,8 @@ pub struct WitnessedFs<'a> {
     pub(crate) fs: WasiFilesystemCtxView<'a>,
     /// Where each open descriptor is, by its handle.
     pub(crate) paths: &'a mut HashMap<u32, String>,
-    pub(crate) receipts: &'a ReceiptSink,
+    /// The call's broker: where receipts go, and what says whether `workspace` still holds.
+    pub(crate) broker: &'a Broker,
 }
 
 /// [`WitnessedFs`] as the linker's data.
@@ -92,12 +93,27 @@ impl WitnessedFs<'_> {
         joined[..joined.floor_char_boundary(MAX_PATH_BYTES)].to_string()
     }
 
-    /// Refuse an effect the call has no receipt left for.
-    fn room(&self) -> FsResult<()> {
-        if self.receipts.full() {
+    /// Refuse an effect the call has no receipt left for, or that `workspace` no longer
+    /// covers: a revocation reaches a call already running at its next operation, as for vak's
+    /// own tools (the refusal is on record).
+    fn room(&self, operation: &str) -> FsResult<()> {
+        if self.broker.receipts.full() {
             return Err(ErrorCode::NotPermitted.into());
         }
-        Ok(())
+        self.gate(operation)
+    }
+
+    /// Refuse a read once `workspace` is revoked (reads leave no receipt of their own: the open
+    /// they come through has one; a refused read has one).
+    fn gate(&self, operation: &str) -> FsResult<()> {
+        match self.broker.authorize(Capability::Workspace) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.broker
+                    .refused(Capability::Workspace, operation, json!({}), e);
+                Err(ErrorCode::NotPermitted.into())
+            }
+        }
     }
 
     fn witness<R>(&self, operation: &str, request: serde_json::Value, done: &FsResult<R>) {
@@ -105,7 +121,7 @@ impl WitnessedFs<'_> {
             Ok(_) => json!({ "done": true }),
             Err(e) => json!({ "error": format!("{e:?}") }),
         };
-        self.receipts.issue(
+        self.broker.receipts.issue(
             Capability::Workspace,
             operation,
             request,
@@ -144,6 +160,7 @@ impl HostDirectoryEntryStream for WitnessedFs<'_> {
         &mut self,
         stream: Resource<types::DirectoryEntryStream>,
     ) -> FsResult<Option<types::DirectoryEntry>> {
+        self.gate("wasi:filesystem read-directory-entry")?;
         HostDirectoryEntryStream::read_directory_entry(&mut self.fs, stream).await
     }
 
@@ -176,7 +193,7 @@ impl HostDescriptor for WitnessedFs<'_> {
     }
 
     async fn set_size(&mut self, fd: Resource<Descriptor>, size: types::Filesize) -> FsResult<()> {
-        self.room()?;
+        self.room("wasi:filesystem set-size")?;
         let request = json!({ "path": self.path_of(&fd, None), "size": size });
         let done = self.fs.set_size(fd, size).await;
         self.witness("wasi:filesystem set-size", request, &done);
@@ -189,7 +206,7 @@ impl HostDescriptor for WitnessedFs<'_> {
         atim: types::NewTimestamp,
         mtim: types::NewTimestamp,
     ) -> FsResult<()> {
-        self.room()?;
+        self.room("wasi:filesystem set-times")?;
         let request = json!({ "path": self.path_of(&fd, None) });
         let done = self.fs.set_times(fd, atim, mtim).await;
         self.witness("wasi:filesystem set-times", request, &done);
@@ -202,6 +219,7 @@ impl HostDescriptor for WitnessedFs<'_> {
         len: types::Filesize,
         offset: types::Filesize,
     ) -> FsResult<(Vec<u8>, bool)> {
+        self.gate("wasi:filesystem read")?;
         self.fs.read(fd, len, offset).await
     }
 
@@ -211,7 +229,7 @@ impl HostDescriptor for WitnessedFs<'_> {
         buf: Vec<u8>,
         offset: types::Filesize,
     ) -> FsResult<types::Filesize> {
-        self.room()?;
+        self.room("wasi:filesystem write")?;
         let request = json!({
             "path": self.path_of(&fd, None),
             "offset": offset,
@@ -227,7 +245,7 @@ impl HostDescriptor for WitnessedFs<'_> {
         &mut self,
         fd: Resource<Descriptor>,
     ) -> FsResult<Resource<types::DirectoryEntryStream>> {
-        self.room()?;
+        self.room("wasi:filesystem read-directory")?;
         let request = json!({ "path": self.path_of(&fd, None) });
         let done = self.fs.read_directory(fd).await;
         self.witness("wasi:filesystem read-directory", request, &done);
@@ -243,7 +261,7 @@ impl HostDescriptor for WitnessedFs<'_> {
         fd: Resource<Descriptor>,
         path: String,
     ) -> FsResult<()> {
-        self.room()?;
+        self.room("wasi:filesystem create-directory")?;
         let request = json!({ "path": self.path_of(&fd, Some(&path)) });
         let done = self.fs.create_directory_at(fd, path).await;
         self.witness("wasi:filesystem create-directory", request, &done);
@@ -260,6 +278,7 @@ impl HostDescriptor for WitnessedFs<'_> {
         path_flags: types::PathFlags,
         path: String,
     ) -> FsResult<types::DescriptorStat> {
+        self.gate("wasi:filesystem stat")?;
         self.fs.stat_at(fd, path_flags, path).await
     }
 
@@ -271,7 +290,7 @@ impl HostDescriptor for WitnessedFs<'_> {
         atim: types::NewTimestamp,
         mtim: types::NewTimestamp,
     ) -> FsResult<()> {
-        self.room()?;
+        self.room("wasi:filesystem set-times")?;
         let request = json!({ "path": self.path_of(&fd, Some(&path)) });
         let done = self.fs.set_times_at(fd, path_flags, path, atim, mtim).await;
         self.witness("wasi:filesystem set-times", request, &done);
@@ -286,7 +305,7 @@ impl HostDescriptor for WitnessedFs<'_> {
         new_descriptor: Resource<Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
-        self.room()?;
+        self.room("wasi:filesystem link")?;
         let request = json!({
             "from": self.path_of(&fd, Some(&old_path)),
             "to": self.path_of(&new_descriptor, Some(&new_path)),
@@ -307,7 +326,7 @@ impl HostDescriptor for WitnessedFs<'_> {
         oflags: types::OpenFlags,
         flags: types::DescriptorFlags,
     ) -> FsResult<Resource<Descriptor>> {
-        self.room()?;
+        self.room("wasi:filesystem open")?;
         let full = self.path_of(&fd, Some(&path));
         let request = json!({
             "path": full,
@@ -329,6 +348,7 @@ impl HostDescriptor for WitnessedFs<'_> {
     }
 
     async fn readlink_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<String> {
+        self.gate("wasi:filesystem readlink")?;
         self.fs.readlink_at(fd, path).await
     }
 
@@ -337,7 +357,7 @@ impl HostDescriptor for WitnessedFs<'_> {
         fd: Resource<Descriptor>,
         path: String,
     ) -> FsResult<()> {
-        self.room()?;
+        self.room("wasi:filesystem remove-directory")?;
         let request = json!({ "path": self.path_of(&fd, Some(&path)) });
         let done = self.fs.remove_directory_at(fd, path).await;
         self.witness("wasi:filesystem remove-directory", request, &done);
@@ -351,7 +371,7 @@ impl HostDescriptor for WitnessedFs<'_> {
         new_fd: Resource<Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
-        self.room()?;
+        self.room("wasi:filesystem rename")?;
         let request = json!({
             "from": self.path_of(&fd, Some(&old_path)),
             "to": self.path_of(&new_fd, Some(&new_path)),
@@ -367,7 +387,7 @@ impl HostDescriptor for WitnessedFs<'_> {
         src_path: String,
         dest_path: String,
     ) -> FsResult<()> {
-        self.room()?;
+        self.room("wasi:filesystem symlink")?;
         let request = json!({
             "target": &src_path[..src_path.floor_char_boundary(MAX_PATH_BYTES)],
             "path": self.path_of(&fd, Some(&dest_path)),
@@ -378,7 +398,7 @@ impl HostDescriptor for WitnessedFs<'_> {
     }
 
     async fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
-        self.room()?;
+        self.room("wasi:filesystem unlink")?;
         let request = json!({ "path": self.path_of(&fd, Some(&path)) });
         let done = self.fs.unlink_file_at(fd, path).await;
         self.witness("wasi:filesystem unlink", request, &done);
@@ -390,6 +410,7 @@ impl HostDescriptor for WitnessedFs<'_> {
         fd: Resource<Descriptor>,
         offset: types::Filesize,
     ) -> FsResult<Resource<DynInputStream>> {
+        self.gate("wasi:filesystem read-stream")?;
         self.fs.read_via_stream(fd, offset)
     }
 
@@ -398,7 +419,7 @@ impl HostDescriptor for WitnessedFs<'_> {
         fd: Resource<Descriptor>,
         offset: types::Filesize,
     ) -> FsResult<Resource<DynOutputStream>> {
-        self.room()?;
+        self.room("wasi:filesystem write-stream")?;
         let request = json!({ "path": self.path_of(&fd, None), "offset": offset });
         let done = self.fs.write_via_stream(fd, offset);
         self.witness("wasi:filesystem write-stream", request, &done);
@@ -409,7 +430,7 @@ impl HostDescriptor for WitnessedFs<'_> {
         &mut self,
         fd: Resource<Descriptor>,
     ) -> FsResult<Resource<DynOutputStream>> {
-        self.room()?;
+        self.room("wasi:filesystem write-stream")?;
         let request = json!({ "path": self.path_of(&fd, None), "append": true });
         let done = self.fs.append_via_stream(fd);
         self.witness("wasi:filesystem write-stream", request, &done);

@@ -27,8 +27,13 @@ const RETRY_EVERY: Duration = Duration::from_millis(500);
 
 /// Walk every node's chain (links, hashes, gapless places, commit order) and every entry's
 /// signature (by one of `trusted`, when given), with the walk the local journal's chains get
-/// ([`ChainCheck`]); name the first entry that does not check out.
-pub(super) async fn verify(db: &Db, trusted: &[String]) -> Result<Verification, JournalError> {
+/// ([`ChainCheck`]); name the first entry that does not check out. Each entry checked is
+/// counted in `done`, when given (a progress bar's).
+pub(super) async fn verify(
+    db: &Db,
+    trusted: &[String],
+    done: Option<&std::sync::atomic::AtomicU64>,
+) -> Result<Verification, JournalError> {
     use futures::StreamExt as _;
     let conn = db.conn("journal verify").await?;
     let failed = |e: tokio_postgres::Error| {
@@ -64,6 +69,9 @@ pub(super) async fn verify(db: &Db, trusted: &[String]) -> Result<Verification, 
         };
         if let Some(why) = check.next(&row, trusted) {
             return Ok(check.finish(Some((row.seq, why))));
+        }
+        if let Some(done) = done {
+            done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
     Ok(check.finish(None))

@@ -10,6 +10,8 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (2, include_str!("0002_reserve_batch.sql")),
     (3, include_str!("0003_write_ahead.sql")),
     (4, include_str!("0004_leases.sql")),
+    (5, include_str!("0005_spent_states.sql")),
+    (6, include_str!("0006_audit_indexes.sql")),
 ];
 
 /// What `migrate` did.

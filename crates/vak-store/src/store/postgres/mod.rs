@@ -24,6 +24,7 @@
 //! pool, so the node recovers by itself when the database is back; an outage is logged once when
 //! it begins and once when it ends, with a count.
 
+mod audit;
 mod db;
 mod health;
 mod journal;
@@ -31,6 +32,7 @@ mod lease;
 mod ledger;
 mod migrate;
 mod revocations;
+mod spent;
 
 pub use journal::MAX_BATCH;
 pub use ledger::SharedLedger;
@@ -552,6 +554,6 @@ impl PgStore {
     /// Walk every node's chain (links, hashes, gapless places, commit order) and every record's
     /// signature (by one of `trusted`, when given); name the first entry that does not check out.
     pub async fn verify(&self, trusted: &[String]) -> Result<Verification, JournalError> {
-        journal::verify(&self.db, trusted).await
+        journal::verify(&self.db, trusted, None).await
     }
 }
