@@ -2,7 +2,14 @@
 //! (every node's chain). The pages are made on blocking threads; the shared store's reads are
 //! async, so its [`Source`] runs each to completion on the server's runtime from there.
 
-use crate::journal::{Filter, Journal, JournalError, Page, Paged, Shown, Tip, Verification};
+use crate::journal::{
+    Filter, Journal, JournalError, Page, Paged, Sample, Shown, Tip, Verification,
+};
+
+/// Calls counted per time bucket and status: `(bucket, status, count)`.
+pub type Tally = Vec<(i64, String, u64)>;
+/// Refusals counted per stage and kind: `(stage, kind, count)`.
+pub type Refusals = Vec<(String, String, u64)>;
 use std::sync::atomic::AtomicU64;
 
 /// The reads the pages need, each bounded (see [`Journal::page`] and the pictures' reads).
@@ -15,38 +22,20 @@ pub trait Source: Send + Sync {
     fn show(&self, id: &str) -> Result<Vec<Shown>, JournalError>;
     /// Each chain's head, the entries in all, and what a cached verification is keyed by.
     fn tip(&self) -> Result<Tip, JournalError>;
-    /// The first and last time a call selected was received (of the newest `cap`, where the
-    /// source cannot read both ends from an index).
-    fn span(
-        &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
-    ) -> Result<Option<(i64, i64)>, JournalError>;
-    /// Of the newest `cap` calls selected: `(bucket, status, count)`.
+    /// The first and last time a call of `sample` was received (the source may read both
+    /// ends from an index instead of the newest `sample.cap`).
+    fn span(&self, sample: &Sample) -> Result<Option<(i64, i64)>, JournalError>;
+    /// Of `sample`: `(bucket, status, count)`.
     fn tally_by_time(
         &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
+        sample: &Sample,
         width: i64,
-        max_groups: u32,
-    ) -> Result<Vec<(i64, String, u64)>, JournalError>;
-    /// Of the newest `cap` calls selected that ran: `(tool, wall ns, fuel)`.
-    fn usage_sample(
-        &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
-    ) -> Result<Vec<(String, u64, u64)>, JournalError>;
-    /// Of the newest `cap` refusals selected: `(stage, kind, count)`.
-    fn refusal_tally(
-        &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
-        max_groups: u32,
-    ) -> Result<Vec<(String, String, u64)>, JournalError>;
+        groups: u32,
+    ) -> Result<Tally, JournalError>;
+    /// Of the calls of `sample` that ran: `(tool, wall ns, fuel)`.
+    fn usage_sample(&self, sample: &Sample) -> Result<Vec<(String, u64, u64)>, JournalError>;
+    /// Of the refusals of `sample`: `(stage, kind, count)`.
+    fn refusal_tally(&self, sample: &Sample, groups: u32) -> Result<Refusals, JournalError>;
     /// Every chain and signature walked, counting the entries checked in `done`.
     fn verify_counting(
         &self,
@@ -68,41 +57,22 @@ impl Source for Journal {
     fn tip(&self) -> Result<Tip, JournalError> {
         Journal::tip(self)
     }
-    fn span(
-        &self,
-        filter: &Filter,
-        page: &Page,
-        _cap: u32,
-    ) -> Result<Option<(i64, i64)>, JournalError> {
-        // Both ends are read from the `received_at` index: no cap needed.
-        Journal::span(self, filter, page)
+    fn span(&self, sample: &Sample) -> Result<Option<(i64, i64)>, JournalError> {
+        Journal::span(self, sample)
     }
     fn tally_by_time(
         &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
+        sample: &Sample,
         width: i64,
-        max_groups: u32,
-    ) -> Result<Vec<(i64, String, u64)>, JournalError> {
-        Journal::tally_by_time(self, filter, page, cap, width, max_groups)
+        groups: u32,
+    ) -> Result<Tally, JournalError> {
+        Journal::tally_by_time(self, sample, width, groups)
     }
-    fn usage_sample(
-        &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
-    ) -> Result<Vec<(String, u64, u64)>, JournalError> {
-        Journal::usage_sample(self, filter, page, cap)
+    fn usage_sample(&self, sample: &Sample) -> Result<Vec<(String, u64, u64)>, JournalError> {
+        Journal::usage_sample(self, sample)
     }
-    fn refusal_tally(
-        &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
-        max_groups: u32,
-    ) -> Result<Vec<(String, String, u64)>, JournalError> {
-        Journal::refusal_tally(self, filter, page, cap, max_groups)
+    fn refusal_tally(&self, sample: &Sample, groups: u32) -> Result<Refusals, JournalError> {
+        Journal::refusal_tally(self, sample, groups)
     }
     fn verify_counting(
         &self,
@@ -146,45 +116,24 @@ impl Source for Shared {
     fn tip(&self) -> Result<Tip, JournalError> {
         self.runtime.block_on(self.store.tip())
     }
-    fn span(
-        &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
-    ) -> Result<Option<(i64, i64)>, JournalError> {
-        self.runtime.block_on(self.store.span(filter, page, cap))
+    fn span(&self, sample: &Sample) -> Result<Option<(i64, i64)>, JournalError> {
+        self.runtime.block_on(self.store.span(sample))
     }
     fn tally_by_time(
         &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
+        sample: &Sample,
         width: i64,
-        max_groups: u32,
-    ) -> Result<Vec<(i64, String, u64)>, JournalError> {
-        self.runtime.block_on(
-            self.store
-                .tally_by_time(filter, page, cap, width, max_groups),
-        )
+        groups: u32,
+    ) -> Result<Tally, JournalError> {
+        let tally = self.store.tally_by_time(sample, width, groups);
+        self.runtime.block_on(tally)
     }
-    fn usage_sample(
-        &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
-    ) -> Result<Vec<(String, u64, u64)>, JournalError> {
-        self.runtime
-            .block_on(self.store.usage_sample(filter, page, cap))
+    fn usage_sample(&self, sample: &Sample) -> Result<Vec<(String, u64, u64)>, JournalError> {
+        self.runtime.block_on(self.store.usage_sample(sample))
     }
-    fn refusal_tally(
-        &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
-        max_groups: u32,
-    ) -> Result<Vec<(String, String, u64)>, JournalError> {
+    fn refusal_tally(&self, sample: &Sample, groups: u32) -> Result<Refusals, JournalError> {
         self.runtime
-            .block_on(self.store.refusal_tally(filter, page, cap, max_groups))
+            .block_on(self.store.refusal_tally(sample, groups))
     }
     fn verify_counting(
         &self,

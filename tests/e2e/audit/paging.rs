@@ -12,7 +12,7 @@ use vak_host::journal::{Durability, Journal};
 /// the first.
 #[tokio::test(flavor = "multi_thread")]
 async fn paging_over_100_000_records_is_bounded() {
-    use vak_host::journal::{Filter, Page};
+    use vak_host::journal::{Filter, Page, Sample};
     use vak_host::signing::HostKey;
     const N: u32 = 100_000;
     let dir = tempfile::tempdir().unwrap();
@@ -182,13 +182,18 @@ async fn paging_over_100_000_records_is_bounded() {
     }
     // The pictures' queries, each over every call (no filter): what GET /pictures costs.
     let (f, q) = (Filter::default(), Page::default());
+    let every = |cap| Sample {
+        filter: &f,
+        page: &q,
+        cap,
+    };
     type Query<'a> = Box<dyn Fn() -> usize + 'a>;
     let queries: [(&str, Query); 4] = [
         (
             "span (first, last)",
             Box::new(|| {
                 journal
-                    .span(&f, &q)
+                    .span(&every(0))
                     .unwrap()
                     .map_or(0, |s| (s.1 - s.0) as usize)
             }),
@@ -197,18 +202,18 @@ async fn paging_over_100_000_records_is_bounded() {
             "tally_by_time (5 s buckets)",
             Box::new(|| {
                 journal
-                    .tally_by_time(&f, &q, 200_000, 5, 400)
+                    .tally_by_time(&every(200_000), 5, 400)
                     .unwrap()
                     .len()
             }),
         ),
         (
             "usage_sample (5,000)",
-            Box::new(|| journal.usage_sample(&f, &q, 5_000).unwrap().len()),
+            Box::new(|| journal.usage_sample(&every(5_000)).unwrap().len()),
         ),
         (
             "refusal_tally (5,000)",
-            Box::new(|| journal.refusal_tally(&f, &q, 5_000, 40).unwrap().len()),
+            Box::new(|| journal.refusal_tally(&every(5_000), 40).unwrap().len()),
         ),
     ];
     for (name, query) in queries {

@@ -255,6 +255,16 @@ pub struct Page {
     pub before: Option<Cursor>,
 }
 
+/// What a picture of `vak audit serve` counts: at most `cap` calls, the newest that `filter`
+/// and `page` select, so that a picture costs at most `cap` rows however long the journal
+/// (`filter.limit` is not used).
+#[derive(Debug, Clone, Copy)]
+pub struct Sample<'a> {
+    pub filter: &'a Filter,
+    pub page: &'a Page,
+    pub cap: u32,
+}
+
 /// A place in the list, newest first: a listed call's `received_at` and `seq`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cursor {

@@ -2,8 +2,8 @@
 //! every chain, with the chain's own checks (`vak_core::chain`).
 
 use super::{
-    Cursor, Filter, Head, Journal, JournalError, Kind, Listed, Page, Paged, STARTED_STATUS, Shown,
-    Tip, Verification,
+    Cursor, Filter, Head, Journal, JournalError, Kind, Listed, Page, Paged, STARTED_STATUS, Sample,
+    Shown, Tip, Verification,
 };
 use super::{chain, log};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -387,13 +387,14 @@ fn stored_status(filter: &Filter) -> Option<String> {
 /// started without a record (interrupted or running: which, the calls list says).
 const TALLIED_STATUS: &str = "CASE WHEN r.kind = 'record' THEN r.status ELSE 'unfinished' END";
 
-/// The aggregates `vak audit serve` draws: each over at most `cap` calls, the newest that
-/// `filter` and `page` select (read through the `received_at` index, newest first), so that a
-/// picture costs at most `cap` rows however long the journal; `filter.limit` is not used.
+/// The aggregates `vak audit serve` draws, each over a [`Sample`] (read through the
+/// `received_at` index, newest first).
 impl Journal {
     /// The first and last time (Unix seconds) a call selected was received, `None` when none
-    /// is: two reads at the ends of the `received_at` (or `(tool, received_at)`) index.
-    pub fn span(&self, filter: &Filter, page: &Page) -> Result<Option<(i64, i64)>, JournalError> {
+    /// is: two reads at the ends of the `received_at` (or `(tool, received_at)`) index, so
+    /// `sample.cap` is not needed.
+    pub fn span(&self, sample: &Sample) -> Result<Option<(i64, i64)>, JournalError> {
+        let Sample { filter, page, .. } = *sample;
         let conn = self.read()?;
         let (inner, values) = scope("SELECT r.received_at", filter, &stored_status(filter), page);
         let end = |order: &str| {
@@ -419,12 +420,11 @@ impl Journal {
     /// `(b, status, count)`, oldest first; at most `max_groups` rows.
     pub fn tally_by_time(
         &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
+        sample: &Sample,
         width: i64,
         max_groups: u32,
     ) -> Result<Vec<(i64, String, u64)>, JournalError> {
+        let Sample { filter, page, cap } = *sample;
         let conn = self.read()?;
         let select = format!("SELECT r.received_at, {TALLIED_STATUS} AS status");
         let (inner, mut values) = scope(&select, filter, &stored_status(filter), page);
@@ -446,12 +446,8 @@ impl Journal {
 
     /// Of the newest `cap` calls selected that ran (completed, tool error, failed): each one's
     /// tool, wall time (ns) and fuel, from its record.
-    pub fn usage_sample(
-        &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
-    ) -> Result<Vec<(String, u64, u64)>, JournalError> {
+    pub fn usage_sample(&self, sample: &Sample) -> Result<Vec<(String, u64, u64)>, JournalError> {
+        let Sample { filter, page, cap } = *sample;
         let conn = self.read()?;
         let (mut inner, mut values) = scope(
             "SELECT r.tool, json_extract(r.record, '$.usage.wall_ns'),
@@ -480,11 +476,10 @@ impl Journal {
     /// each kind of error, as `(stage, kind, count)`, most first; at most `max_groups` rows.
     pub fn refusal_tally(
         &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
+        sample: &Sample,
         max_groups: u32,
     ) -> Result<Vec<(String, String, u64)>, JournalError> {
+        let Sample { filter, page, cap } = *sample;
         let conn = self.read()?;
         let (inner, mut values) = scope(
             "SELECT r.stage, r.record",

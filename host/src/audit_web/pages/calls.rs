@@ -2,7 +2,7 @@
 //! the indexed `received_at` of a local journal, on the commit order `gseq` of a shared store).
 
 use super::super::Source;
-use super::{Page, call_href, param, query_href, shown};
+use super::{Page, call_href, param, query_href, shown, time_range};
 use crate::journal::{Cursor, Filter, Page as Query, STATUSES};
 use crate::stage::Stage;
 use maud::html;
@@ -120,8 +120,7 @@ pub fn page(journal: &dyn Source, query: &[(String, String)]) -> Page {
             label { "session " input name="session" value=(shown(value("session"))); }
             label { "node " input name="node" value=(shown(value("node"))); }
             label { "call id contains " input name="q" value=(shown(value("q"))); }
-            label { "since " input name="since" placeholder="2026-12-06T10:00:00Z or 2h" value=(shown(value("since"))); }
-            label { "until " input name="until" placeholder="2026-12-06T12:00:00Z or 1h" value=(shown(value("until"))); }
+            (time_range(query))
             button type="submit" { "Filter" }
             " " a href="/calls" { "clear" }
         }

@@ -151,6 +151,15 @@ fn query_href(path: &str, pairs: &[(&str, &str)]) -> String {
     format!("{path}?{}", q.finish())
 }
 
+/// A filter form's `since` and `until` fields, holding what the query gave.
+fn time_range(query: &[(String, String)]) -> Markup {
+    let value = |name: &str| shown(param(query, name).unwrap_or(""));
+    html! {
+        label { "since " input name="since" placeholder="2026-12-06T10:00:00Z or 2h" value=(value("since")); }
+        label { "until " input name="until" placeholder="2026-12-06T12:00:00Z or 1h" value=(value("until")); }
+    }
+}
+
 /// The value of `name` in a query, when given and not empty.
 pub(super) fn param<'a>(query: &'a [(String, String)], name: &str) -> Option<&'a str> {
     query

@@ -7,8 +7,8 @@
 
 use super::super::Source;
 use super::svg::{self, Column, STATUS_ORDER, Spread};
-use super::{Page, param, query_href, shown};
-use crate::journal::{Filter, Page as Query};
+use super::{Page, param, query_href, shown, time_range};
+use crate::journal::{Filter, Page as Query, Sample};
 use crate::stage::Stage;
 use maud::html;
 use std::collections::HashMap;
@@ -72,8 +72,7 @@ pub fn page(journal: &dyn Source, query: &[(String, String)]) -> Page {
             label { "tool " input name="tool" value=(shown(value("tool"))); }
             label { "principal " input name="principal" value=(shown(value("principal"))); }
             label { "node " input name="node" value=(shown(value("node"))); }
-            label { "since " input name="since" placeholder="2026-12-06T10:00:00Z or 2h" value=(shown(value("since"))); }
-            label { "until " input name="until" placeholder="2026-12-06T12:00:00Z or 1h" value=(shown(value("until"))); }
+            (time_range(query))
             button type="submit" { "Draw" }
             " " a href="/pictures" { "clear" }
             " · " a href=(query_href("/calls", &given)) { "these calls as a list" }
@@ -90,12 +89,18 @@ fn draw(
     q: &Query,
     given: &[(&str, &str)],
 ) -> Result<maud::Markup, crate::journal::JournalError> {
-    let Some((first, last)) = journal.span(filter, q, TIME_CAP)? else {
+    let sample = |cap| Sample {
+        filter,
+        page: q,
+        cap,
+    };
+    let over_time = sample(TIME_CAP);
+    let Some((first, last)) = journal.span(&over_time)? else {
         return Ok(html! { p #empty { "No calls in this range." } });
     };
     let groups = ((MAX_BUCKETS + 2) * 8) as u32;
     let mut width = bucket_width(first, last);
-    let mut tally = journal.tally_by_time(filter, q, TIME_CAP, width, groups)?;
+    let mut tally = journal.tally_by_time(&over_time, width, groups)?;
     let mut n: u64 = tally.iter().map(|t| t.2).sum();
     // Capped: the newest calls counted cover less than the range; drawn again over what they
     // cover, when that takes narrower bars.
@@ -104,12 +109,12 @@ fn draw(
         let narrower = bucket_width(from, last);
         if narrower < width {
             width = narrower;
-            tally = journal.tally_by_time(filter, q, TIME_CAP, width, groups)?;
+            tally = journal.tally_by_time(&over_time, width, groups)?;
             n = tally.iter().map(|t| t.2).sum();
         }
     }
-    let usage = journal.usage_sample(filter, q, USAGE_CAP)?;
-    let refusals = journal.refusal_tally(filter, q, REFUSAL_CAP, MAX_REFUSAL_GROUPS)?;
+    let usage = journal.usage_sample(&sample(USAGE_CAP))?;
+    let refusals = journal.refusal_tally(&sample(REFUSAL_CAP), MAX_REFUSAL_GROUPS)?;
 
     // Over time: every bucket from the first to the last, empty ones too.
     let mut statuses: Vec<&str> = STATUS_ORDER.to_vec();

@@ -7,7 +7,9 @@
 //! read one node at a time from the `(node, node_seq)` key.
 
 use super::PgStore;
-use crate::journal::{Cursor, Filter, Head, JournalError, Listed, Page, Paged, Tip, Verification};
+use crate::journal::{
+    Cursor, Filter, Head, JournalError, Listed, Page, Paged, Sample, Tip, Verification,
+};
 use std::sync::atomic::AtomicU64;
 use tokio_postgres::types::ToSql;
 
@@ -118,19 +120,7 @@ impl PgStore {
                 c.query(&sql, &refs(&values)).await
             })
             .await?;
-        let rows: Vec<Listed> = rows
-            .iter()
-            .map(|r| Listed {
-                seq: r.get(0),
-                node: Some(r.get(1)),
-                call_id: r.get(2),
-                tool: r.get(3),
-                status: r.get(4),
-                stage: r.get(5),
-                principal: r.get(6),
-                received_at: r.get(7),
-            })
-            .collect();
+        let rows: Vec<Listed> = rows.iter().map(super::listed).collect();
         let next = match rows.len() >= limit as usize {
             true => rows.last().map(|l| Cursor {
                 received_at: l.received_at.clone(),
@@ -196,12 +186,8 @@ impl PgStore {
 
     /// The first and last time (Unix seconds) one of the newest `cap` calls selected was
     /// received, `None` when none is.
-    pub async fn span(
-        &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
-    ) -> Result<Option<(i64, i64)>, JournalError> {
+    pub async fn span(&self, sample: &Sample<'_>) -> Result<Option<(i64, i64)>, JournalError> {
+        let Sample { filter, page, cap } = *sample;
         let (inner, mut values) = scope("SELECT r.received_at", filter, None, page);
         let inner = limited(inner + " ORDER BY r.gseq DESC", &mut values, cap);
         let sql = format!(
@@ -225,12 +211,11 @@ impl PgStore {
     /// `width`-second bucket, as `(bucket, status, count)`, oldest first; at most `max_groups`.
     pub async fn tally_by_time(
         &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
+        sample: &Sample<'_>,
         width: i64,
         max_groups: u32,
     ) -> Result<Vec<(i64, String, u64)>, JournalError> {
+        let Sample { filter, page, cap } = *sample;
         let select = format!("SELECT r.received_at, {TALLIED_STATUS} AS status");
         let (inner, mut values) = scope(&select, filter, filter.status.as_deref(), page);
         let inner = limited(inner + " ORDER BY r.gseq DESC", &mut values, cap);
@@ -261,10 +246,9 @@ impl PgStore {
     /// tool, wall time (ns) and fuel, from its record.
     pub async fn usage_sample(
         &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
+        sample: &Sample<'_>,
     ) -> Result<Vec<(String, u64, u64)>, JournalError> {
+        let Sample { filter, page, cap } = *sample;
         let ran = " AND r.kind = 'record' AND r.status IN ('completed', 'tool_error', 'failed')
                    ORDER BY r.gseq DESC";
         // Each record parsed once, in the subquery.
@@ -329,11 +313,10 @@ impl PgStore {
     /// each kind of error, as `(stage, kind, count)`, most first; at most `max_groups`.
     pub async fn refusal_tally(
         &self,
-        filter: &Filter,
-        page: &Page,
-        cap: u32,
+        sample: &Sample<'_>,
         max_groups: u32,
     ) -> Result<Vec<(String, String, u64)>, JournalError> {
+        let Sample { filter, page, cap } = *sample;
         let newest = " ORDER BY r.gseq DESC";
         let (inner, mut values) = scope("SELECT r.stage, r.record", filter, Some("refused"), page);
         let inner = limited(inner + newest, &mut values, cap);

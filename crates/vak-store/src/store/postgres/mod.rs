@@ -459,19 +459,7 @@ impl PgStore {
                         &[&f.tool, &f.status, &f.stage, &f.principal, &f.since, &limit],
                     )
                     .await?;
-                Ok(rows
-                    .iter()
-                    .map(|r| Listed {
-                        seq: r.get(0),
-                        node: Some(r.get(1)),
-                        call_id: r.get(2),
-                        tool: r.get(3),
-                        status: r.get(4),
-                        stage: r.get(5),
-                        principal: r.get(6),
-                        received_at: r.get(7),
-                    })
-                    .collect())
+                Ok(rows.iter().map(listed).collect())
             })
             .await?)
     }
@@ -555,5 +543,20 @@ impl PgStore {
     /// signature (by one of `trusted`, when given); name the first entry that does not check out.
     pub async fn verify(&self, trusted: &[String]) -> Result<Verification, JournalError> {
         journal::verify(&self.db, trusted, None).await
+    }
+}
+
+/// A listed call from a row of `seq, node, call_id, tool, status, stage, principal,
+/// received_at`.
+fn listed(r: &tokio_postgres::Row) -> Listed {
+    Listed {
+        seq: r.get(0),
+        node: Some(r.get(1)),
+        call_id: r.get(2),
+        tool: r.get(3),
+        status: r.get(4),
+        stage: r.get(5),
+        principal: r.get(6),
+        received_at: r.get(7),
     }
 }
