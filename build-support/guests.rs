@@ -92,17 +92,7 @@ pub fn build(packages: &[(&str, &str)], out: &Path) {
         cmd.args(["-p", package]);
     }
     // What this build script inherited is for the host build, not for the guests.
-    for var in [
-        "CARGO_ENCODED_RUSTFLAGS",
-        "RUSTFLAGS",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-        "CARGO_MAKEFLAGS",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "CARGO_PRIMARY_PACKAGE",
-    ] {
-        cmd.env_remove(var);
-    }
+    super::cargo_env::clear_inherited(&mut cmd);
     let status = cmd
         .status()
         .expect("could not run cargo to build the guest components");

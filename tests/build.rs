@@ -3,6 +3,8 @@
 //! The guests are the workspace members under `tests/guests/` (the workspace's glob), found
 //! from their manifests: a new guest is a folder, not a line here.
 
+#[path = "../build-support/cargo_env.rs"]
+mod cargo_env;
 #[path = "../build-support/guests.rs"]
 mod guests;
 

@@ -2,6 +2,8 @@
 //! where `src/bundled.rs` includes them. As wasmtime's `crates/test-programs` does, the guests are
 //! built by a nested cargo in a separate target directory, so it never waits on this build's lock.
 
+#[path = "../../build-support/cargo_env.rs"]
+mod cargo_env;
 #[path = "../../build-support/guests.rs"]
 mod guests;
 

@@ -284,17 +284,7 @@ fn copy_out(built: &Path, staged: &Path) {
 fn cargo(dir: &Path) -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.current_dir(dir);
-    for var in [
-        "CARGO_ENCODED_RUSTFLAGS",
-        "RUSTFLAGS",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-        "CARGO_MAKEFLAGS",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "CARGO_PRIMARY_PACKAGE",
-    ] {
-        cmd.env_remove(var);
-    }
+    crate::cargo_env::clear_inherited(&mut cmd);
     cmd
 }
 

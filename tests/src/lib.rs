@@ -3,6 +3,8 @@
 
 pub mod bombs;
 pub mod byo;
+#[path = "../../build-support/cargo_env.rs"]
+mod cargo_env;
 pub mod http_mcp;
 pub mod jsonschema;
 
