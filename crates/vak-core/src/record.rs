@@ -128,7 +128,8 @@ pub struct BatchProof {
 pub struct ApprovalEntry {
     /// The request as asked (id, scope, binding, digests, expiry).
     pub request: serde_json::Value,
-    /// `approved`, `denied`, `timeout`, `unavailable` or `invalid`.
+    /// `approved`, `denied`, `timeout`, `unavailable`, `input_required`
+    /// (put to a stateless client in the next round) or `invalid`.
     pub decision: String,
     /// Who answered, when someone did.
     pub by: Option<String>,

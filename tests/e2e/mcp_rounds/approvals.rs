@@ -82,7 +82,7 @@ async fn an_ask_tool_is_approved_or_denied_over_an_input_required_round() {
     );
     assert_eq!(params["requestedSchema"]["required"], json!(["approve"]));
     let r1 = record(dir.path(), &call_id(&first));
-    assert_eq!(r1["approvals"][0]["decision"], "unavailable", "{r1}");
+    assert_eq!(r1["approvals"][0]["decision"], "input_required", "{r1}");
     assert!(r1["receipts"].as_array().is_none_or(Vec::is_empty), "{r1}");
 
     // Round 2 approves that call: it runs, on record as approved by the stateless client.

@@ -115,6 +115,10 @@ pub enum ClientError {
     /// There is no way back to the client for this call (e.g. a stateless request).
     #[error("the client cannot be asked: {0}")]
     Unavailable(String),
+    /// The question is put to the client in a round of its own (an MCP 2026-07-28
+    /// input-required result): this round ends here, and the answer comes with the next.
+    #[error("put to the client in an input-required round: {0}")]
+    Deferred(String),
     /// The client was asked and failed, or answered something unusable.
     #[error("the client's answer failed: {0}")]
     Failed(String),

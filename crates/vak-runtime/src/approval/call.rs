@@ -79,6 +79,7 @@ impl CallApprovals {
         let waited_ms = started.elapsed().as_millis() as u64;
         let tool = self.context.tool.clone();
         let scope_text = scope.to_string();
+        let deferred = matches!(answer, Some(Answer::Deferred { .. }));
         let (decision, by, reason, result) = match answer {
             None if cancelled => (
                 "cancelled",
@@ -99,8 +100,12 @@ impl CallApprovals {
                     waited_ms,
                 }),
             ),
-            Some(Answer::Unavailable { reason }) => (
-                "unavailable",
+            Some(Answer::Unavailable { reason } | Answer::Deferred { reason }) => (
+                if deferred {
+                    "input_required"
+                } else {
+                    "unavailable"
+                },
                 None,
                 Some(reason.clone()),
                 Err(ApprovalError::Required {

@@ -47,6 +47,7 @@ pub(super) fn elicit_approval(
                 (ElicitAction::Decline, _) => request.deny(by, "declined"),
                 (ElicitAction::Cancel, _) => request.deny(by, "cancelled"),
             },
+            Err(ClientError::Deferred(reason)) => Answer::Deferred { reason },
             Err(e @ (ClientError::Unsupported(_) | ClientError::Unavailable(_))) => {
                 Answer::Unavailable {
                     reason: e.to_string(),

@@ -81,6 +81,11 @@ pub enum Answer {
     Unavailable {
         reason: String,
     },
+    /// The question goes to the caller's client in a round of its own (a stateless MCP
+    /// client): this call ends at `permission`, and the answer comes with the next round.
+    Deferred {
+        reason: String,
+    },
 }
 
 /// The embedder's approver: shows the request to a person and returns their answer.

@@ -265,8 +265,8 @@ impl Replay {
             if approving {
                 // An approval refused for now ends the call before anything of the tool ran (or,
                 // for a scope, stops it): the record says the question went to the next round.
-                let why = ClientError::Unavailable(
-                    "the approval is put to the stateless client in an input-required round".into(),
+                let why = ClientError::Deferred(
+                    "the approval is asked of the stateless client, with the call it binds".into(),
                 );
                 return Some(asked.iter().map(|_| Err(why.clone())).collect());
             }

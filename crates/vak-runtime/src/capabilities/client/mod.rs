@@ -59,7 +59,7 @@ impl<T: HasBroker> CapabilityBroker<T> for Client {
 
 fn from_client(e: ClientError) -> CapabilityError {
     match e {
-        ClientError::Unsupported(_) | ClientError::Unavailable(_) => {
+        ClientError::Unsupported(_) | ClientError::Unavailable(_) | ClientError::Deferred(_) => {
             CapabilityError::Denied(e.to_string())
         }
         ClientError::Failed(_) => CapabilityError::Failed(e.to_string()),
