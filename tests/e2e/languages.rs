@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+use vak_host::bench_support::RawCall;
 use vak_host::{EngineSettings, HostBuilder, Policy, Proposal, Status, Verdict};
 
 fn repo() -> PathBuf {
@@ -83,6 +84,22 @@ async fn assert_clock_calls(host: &vak_host::Host, tool: &str) {
 
 /// A host whose policy grants `tool` the clock in UTC, with the component at `wasm` loaded;
 /// asserts it was admitted with that one grant.
+/// The default configuration takes as many calls of `tool` at once as it takes calls at all
+/// (`max_concurrent_calls`): its instances, held together as calls in flight hold them, fit in
+/// the engine's pool (a Python tool has 38 core instances, a JavaScript one ~10), so no call
+/// of a Python or JavaScript tool is `busy` before a Rust tool's would be.
+async fn assert_calls_at_once(host: &vak_host::Host, tool: &str) {
+    let at_once = EngineSettings::default().max_concurrent_calls as usize;
+    assert!(at_once >= 64, "{at_once}");
+    let args = r#"{"zone":"UTC"}"#;
+    let first = host.call(Proposal::new(tool, args)).await;
+    let limits = first.limits.expect("a completed call has limits");
+    let raw = RawCall::new(host, tool, args, limits).expect("the tool is admitted");
+    if let Err(e) = raw.hold(at_once).await {
+        panic!("{at_once} calls of {tool} at once: {e}");
+    }
+}
+
 async fn admit_clock_tool(tool: &str, wasm: &Path, work: &Path) -> vak_host::Host {
     let policy = format!("[tools.{tool}]\ncapabilities.clock = {{ zones = [\"UTC\"] }}\n");
     let settings = EngineSettings {
@@ -157,6 +174,7 @@ async fn a_javascript_tool_runs_through_the_whole_lifecycle() {
     );
 
     assert_clock_calls(&host, "js_clock").await;
+    assert_calls_at_once(&host, "js_clock").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -204,4 +222,5 @@ async fn a_python_tool_runs_through_the_whole_lifecycle() {
     assert!(names.contains(&"vak:tool/clock@0.2.1"), "{names:?}");
 
     assert_clock_calls(&host, "py_clock").await;
+    assert_calls_at_once(&host, "py_clock").await;
 }

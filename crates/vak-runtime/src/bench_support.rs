@@ -64,6 +64,34 @@ impl<'a> RawCall<'a> {
         )
         .await
     }
+
+    /// `n` fresh instances of the tool, made one after another and held together as `n` calls
+    /// in flight hold them (each in a store of its own under the call's limits; none is
+    /// called), then dropped: whether the engine's pool takes `n` calls of this tool at once.
+    /// `Err` is wasmtime's word on what ran out first.
+    pub async fn hold(&self, n: usize) -> Result<(), RawCallError> {
+        let crate::dispatch::Prepared::Tool(pre) = &self.tool.pre else {
+            return Err(RawCallError::Tool(
+                "a foreign component's instance is made per function call".into(),
+            ));
+        };
+        let mut held = Vec::with_capacity(n);
+        for _ in 0..n {
+            let mut store = call_store(
+                &self.runtime.engine,
+                &self.tool.pre,
+                &self.tool.grant,
+                crate::dispatch::engine::Metering::BOTH,
+                &self.limits,
+            )?;
+            let instance = pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(RawCallError::Call)?;
+            held.push((store, instance));
+        }
+        Ok(())
+    }
 }
 
 /// The raw call of a tool on an engine of its own, configured with `allocation` and `metering`
@@ -139,14 +167,14 @@ impl EngineVariantCall {
 
 /// A fresh store and instance of `pre` and one call: the baseline, with the meters `metering`
 /// names armed as the lifecycle arms them.
-async fn fresh_call(
+/// A call's store as the lifecycle makes it: its state, memory limiter, fuel and deadline.
+fn call_store(
     engine: &wasmtime::Engine,
     prepared: &crate::dispatch::Prepared,
     grant: &std::sync::Arc<crate::policy::ToolGrant>,
     metering: crate::dispatch::engine::Metering,
     limits: &crate::record::Limits,
-    arguments: &str,
-) -> Result<(), RawCallError> {
+) -> Result<Store<CallState>, RawCallError> {
     let broker = Broker::new("bench".into(), Some(grant.clone()));
     let state = match prepared {
         crate::dispatch::Prepared::Tool(_) => CallState::new(broker, limits.memory_bytes),
@@ -163,6 +191,18 @@ async fn fresh_call(
         store.set_epoch_deadline(limits.wall_time_ms + 1);
         store.epoch_deadline_trap();
     }
+    Ok(store)
+}
+
+async fn fresh_call(
+    engine: &wasmtime::Engine,
+    prepared: &crate::dispatch::Prepared,
+    grant: &std::sync::Arc<crate::policy::ToolGrant>,
+    metering: crate::dispatch::engine::Metering,
+    limits: &crate::record::Limits,
+    arguments: &str,
+) -> Result<(), RawCallError> {
+    let mut store = call_store(engine, prepared, grant, metering, limits)?;
     let pre = match prepared {
         crate::dispatch::Prepared::Tool(pre) => pre,
         crate::dispatch::Prepared::Foreign(function) => {

@@ -137,12 +137,13 @@ pub fn engine_config(
     let mut pool = PoolingAllocationConfig::new();
     // Core instances per component: a Rust tool has a handful, a Python tool built by
     // componentize-py with `--stub-wasi` has 38 (CPython, libc and one per stubbed WASI
-    // interface), so 64 per component. The pool keeps 16 per slot on average: each costs
-    // ~12 KB resident (64 per slot took an idle `vak serve` from 30 MB to 49 MB RSS), so
-    // 13 Python instances run at once on 32 slots; past that a call is `busy`, retryable.
+    // interface), so 64 per component. Every total is a per-component maximum times `n`, so
+    // that `n` calls of any admitted tool fit at once: a Python tool is not `busy` before a
+    // Rust one. In wasmtime 48 the core-instance total is only a count (no slot is reserved
+    // for it); memories, tables and stacks are the pool's slots.
     pool.total_component_instances(n)
         .total_stacks(n)
-        .total_core_instances(n * 16)
+        .total_core_instances(n * 64)
         .total_memories(n * 4)
         .total_tables(n * 16)
         .max_core_instances_per_component(64)
