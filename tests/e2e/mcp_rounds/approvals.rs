@@ -102,7 +102,7 @@ async fn an_ask_tool_is_approved_or_denied_over_an_input_required_round() {
         .expect("vak audit show");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("approval: unavailable")
+        err.contains("approval: input_required")
             && err.contains("approval: approved by the stateless MCP client")
             && err.contains(&format!("(after {})", call_id(&first))),
         "{err}"
