@@ -288,6 +288,19 @@ fn bench_reports_the_lifecycle_against_raw_wasmtime() {
     }
     assert!(report["rows"][0]["median_ns"].as_u64().unwrap() > 0);
     assert!(report["lifecycle_ratio"].as_f64().unwrap() > 0.0);
+    // As many instances as the host runs calls at once (64 by default), held together.
+    assert_eq!(report["at_once"]["calls"], 64, "{report}");
+    if cfg!(target_os = "linux") {
+        let before = report["at_once"]["resident_before"].as_u64().unwrap();
+        let held = report["at_once"]["resident_held"].as_u64().unwrap();
+        assert!(before > 0 && held >= before, "{report}");
+    }
+    let text = vak(cache.path(), &["bench", "--rounds", "1", "--calls", "2"]);
+    assert!(
+        stdout(&text).contains("calls at once: 64 instances held together"),
+        "{}",
+        stdout(&text)
+    );
 }
 
 #[test]

@@ -95,7 +95,7 @@ async fn assert_calls_at_once(host: &vak_host::Host, tool: &str) {
     let first = host.call(Proposal::new(tool, args)).await;
     let limits = first.limits.expect("a completed call has limits");
     let raw = RawCall::new(host, tool, args, limits).expect("the tool is admitted");
-    if let Err(e) = raw.hold(at_once).await {
+    if let Err(e) = raw.hold(at_once, || ()).await {
         panic!("{at_once} calls of {tool} at once: {e}");
     }
 }

@@ -65,11 +65,17 @@ impl<'a> RawCall<'a> {
         .await
     }
 
+    /// How many calls the host runs at once (`max_concurrent_calls`).
+    pub fn max_concurrent_calls(&self) -> usize {
+        self.runtime.settings.max_concurrent_calls as usize
+    }
+
     /// `n` fresh instances of the tool, made one after another and held together as `n` calls
     /// in flight hold them (each in a store of its own under the call's limits; none is
-    /// called), then dropped: whether the engine's pool takes `n` calls of this tool at once.
-    /// `Err` is wasmtime's word on what ran out first.
-    pub async fn hold(&self, n: usize) -> Result<(), RawCallError> {
+    /// called); `during` runs while all are held, then they are dropped. Whether the engine's
+    /// pool takes `n` calls of this tool at once, and what they hold meanwhile. `Err` is
+    /// wasmtime's word on what ran out first.
+    pub async fn hold<R>(&self, n: usize, during: impl FnOnce() -> R) -> Result<R, RawCallError> {
         let crate::dispatch::Prepared::Tool(pre) = &self.tool.pre else {
             return Err(RawCallError::Tool(
                 "a foreign component's instance is made per function call".into(),
@@ -90,7 +96,7 @@ impl<'a> RawCall<'a> {
                 .map_err(RawCallError::Call)?;
             held.push((store, instance));
         }
-        Ok(())
+        Ok(during())
     }
 }
 

@@ -406,6 +406,21 @@ pub fn bench(r: &super::bench::Report) -> String {
         "throughput, calls/s (1 thread → {} threads): raw {:.0} → {:.0} ({:.2}×), vak {:.0} → {:.0} ({:.2}×)",
         s.threads, s.raw_one, s.raw_many, s.raw_ratio, s.vak_one, s.vak_many, s.vak_ratio
     );
+    let a = &r.at_once;
+    let memory = match (a.resident_before, a.resident_held, a.per_call()) {
+        (Some(before), Some(held), Some(per_call)) => format!(
+            ": resident {:.1} → {:.1} MiB, {:.0} KiB per call",
+            before as f64 / 1048576.0,
+            held as f64 / 1048576.0,
+            per_call as f64 / 1024.0
+        ),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "calls at once: {} instances held together{memory}",
+        a.calls
+    );
     out
 }
 

@@ -76,6 +76,46 @@ pub(crate) struct Report {
     pub(crate) lifecycle_ratio: f64,
     /// Throughput from one thread and from several at once.
     pub(crate) scaling: scaling::Scaling,
+    /// The tool's instances for as many calls as the host takes at once, held together.
+    pub(crate) at_once: AtOnce,
+}
+
+/// As many instances of the tool as calls in flight hold when the host is full
+/// (`max_concurrent_calls`), made and held together, and the resident memory they add: what a
+/// call in flight costs in memory, and proof that the pool takes that many of this tool.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct AtOnce {
+    pub(crate) calls: usize,
+    /// Resident bytes of this process before and while they are held (`None` where the system
+    /// does not say: only Linux's `/proc/self/status` is read).
+    pub(crate) resident_before: Option<u64>,
+    pub(crate) resident_held: Option<u64>,
+}
+
+impl AtOnce {
+    async fn measure(raw: &RawCall<'_>, calls: usize) -> Result<AtOnce, BenchError> {
+        let resident_before = resident_bytes();
+        let resident_held = raw.hold(calls, resident_bytes).await?;
+        Ok(AtOnce {
+            calls,
+            resident_before,
+            resident_held,
+        })
+    }
+
+    /// Resident bytes added per call held.
+    pub(crate) fn per_call(&self) -> Option<u64> {
+        let added = self.resident_held?.saturating_sub(self.resident_before?);
+        Some(added / self.calls.max(1) as u64)
+    }
+}
+
+/// This process's resident memory (`VmRSS`), where the system says.
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// `vak bench TOOL ARGS`: measure and print; exit 1 when the benchmark call cannot run.
@@ -228,6 +268,7 @@ async fn lifecycle_vs_raw(
     let calls_for = |row: &Row| ((100_000_000 / row.median_ns.max(1)) as usize).max(per_round);
     let counts = (calls_for(&rows[0]), calls_for(&rows[1]));
     let scaling = scaling::measure(host, &raw_call, tool, arguments, rounds, counts)?;
+    let at_once = AtOnce::measure(&raw_call, raw_call.max_concurrent_calls()).await?;
     Ok(Report {
         tool: tool.to_string(),
         rounds,
@@ -235,5 +276,6 @@ async fn lifecycle_vs_raw(
         rows,
         lifecycle_ratio,
         scaling,
+        at_once,
     })
 }
