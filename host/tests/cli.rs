@@ -297,7 +297,7 @@ fn bench_reports_the_lifecycle_against_raw_wasmtime() {
     }
     let text = vak(cache.path(), &["bench", "--rounds", "1", "--calls", "2"]);
     assert!(
-        stdout(&text).contains("calls at once: 64 instances held together"),
+        stdout(&text).contains("calls at once: 64 instances, each called, held together"),
         "{}",
         stdout(&text)
     );

@@ -70,11 +70,11 @@ impl<'a> RawCall<'a> {
         self.runtime.settings.max_concurrent_calls as usize
     }
 
-    /// `n` fresh instances of the tool, made one after another and held together as `n` calls
-    /// in flight hold them (each in a store of its own under the call's limits; none is
-    /// called); `during` runs while all are held, then they are dropped. Whether the engine's
-    /// pool takes `n` calls of this tool at once, and what they hold meanwhile. `Err` is
-    /// wasmtime's word on what ran out first.
+    /// `n` fresh instances of the tool, each made and called once, one after another, and held
+    /// together (each in a store of its own under the call's limits), as `n` calls about to
+    /// return hold them; `during` runs while all are held, then they are dropped. Whether the
+    /// engine's pool takes `n` calls of this tool at once, and what memory they hold at the
+    /// most. `Err` is wasmtime's word on what ran out first, or the tool's error.
     pub async fn hold<R>(&self, n: usize, during: impl FnOnce() -> R) -> Result<R, RawCallError> {
         let crate::dispatch::Prepared::Tool(pre) = &self.tool.pre else {
             return Err(RawCallError::Tool(
@@ -94,6 +94,12 @@ impl<'a> RawCall<'a> {
                 .instantiate_async(&mut store)
                 .await
                 .map_err(RawCallError::Call)?;
+            instance
+                .vak_tool_tool()
+                .call_call(&mut store, self.arguments)
+                .await
+                .map_err(RawCallError::Call)?
+                .map_err(|e| RawCallError::Tool(e.message))?;
             held.push((store, instance));
         }
         Ok(during())

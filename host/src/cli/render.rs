@@ -418,7 +418,7 @@ pub fn bench(r: &super::bench::Report) -> String {
     };
     let _ = writeln!(
         out,
-        "calls at once: {} instances held together{memory}",
+        "calls at once: {} instances, each called, held together{memory}",
         a.calls
     );
     out

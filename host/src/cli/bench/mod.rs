@@ -81,8 +81,9 @@ pub(crate) struct Report {
 }
 
 /// As many instances of the tool as calls in flight hold when the host is full
-/// (`max_concurrent_calls`), made and held together, and the resident memory they add: what a
-/// call in flight costs in memory, and proof that the pool takes that many of this tool.
+/// (`max_concurrent_calls`), each made and called, and held together, and the resident memory
+/// they add: what a call in flight costs in memory, and proof that the pool takes that many of
+/// this tool. Measured before the other rows, on cold slots.
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct AtOnce {
     pub(crate) calls: usize,
@@ -191,6 +192,9 @@ async fn lifecycle_vs_raw(
     let raw_call = RawCall::new(host, tool, arguments, limits)
         .ok_or_else(|| BenchError::NoTool(tool.to_string()))?;
     let raw_once = || raw_call.once();
+    // Before the rounds, while the pool's slots are cold: what the calls themselves make
+    // resident, not pages kept from earlier calls.
+    let at_once = AtOnce::measure(&raw_call, raw_call.max_concurrent_calls()).await?;
 
     let (mut raw, mut vak, mut schema) = (Vec::new(), Vec::new(), Vec::new());
     // Per stage, as each record timed it: where the lifecycle's time goes.
@@ -268,7 +272,6 @@ async fn lifecycle_vs_raw(
     let calls_for = |row: &Row| ((100_000_000 / row.median_ns.max(1)) as usize).max(per_round);
     let counts = (calls_for(&rows[0]), calls_for(&rows[1]));
     let scaling = scaling::measure(host, &raw_call, tool, arguments, rounds, counts)?;
-    let at_once = AtOnce::measure(&raw_call, raw_call.max_concurrent_calls()).await?;
     Ok(Report {
         tool: tool.to_string(),
         rounds,
