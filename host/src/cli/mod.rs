@@ -253,7 +253,8 @@ enum Command {
     /// Show the host at work on the bundled tools: a completed call, a tool error, a limit hit.
     Demo,
     /// Measure the whole lifecycle against a raw wasmtime fresh-instance call of the same
-    /// component, side by side in this process, and print the ratio.
+    /// component, side by side in this process, and print the ratio; also the memory of as
+    /// many calls of the tool at once as the host takes.
     Bench {
         /// The tool to call.
         #[arg(default_value = "stats")]
