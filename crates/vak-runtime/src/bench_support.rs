@@ -90,17 +90,9 @@ impl<'a> RawCall<'a> {
                 crate::dispatch::engine::Metering::BOTH,
                 &self.limits,
             )?;
-            let instance = pre
-                .instantiate_async(&mut store)
-                .await
-                .map_err(RawCallError::Call)?;
-            instance
-                .vak_tool_tool()
-                .call_call(&mut store, self.arguments)
-                .await
-                .map_err(RawCallError::Call)?
-                .map_err(|e| RawCallError::Tool(e.message))?;
-            held.push((store, instance));
+            instantiate_and_call(pre, &mut store, self.arguments).await?;
+            // The store keeps the instance and everything it made alive.
+            held.push(store);
         }
         Ok(during())
     }
@@ -206,6 +198,25 @@ fn call_store(
     Ok(store)
 }
 
+/// A fresh instance of a vak tool in `store`, and one call of it with `arguments`.
+async fn instantiate_and_call(
+    pre: &crate::bindings::SandboxedToolPre<CallState>,
+    store: &mut Store<CallState>,
+    arguments: &str,
+) -> Result<(), RawCallError> {
+    let instance = pre
+        .instantiate_async(&mut *store)
+        .await
+        .map_err(RawCallError::Call)?;
+    instance
+        .vak_tool_tool()
+        .call_call(&mut *store, arguments)
+        .await
+        .map_err(RawCallError::Call)?
+        .map_err(|e| RawCallError::Tool(e.message))?;
+    Ok(())
+}
+
 async fn fresh_call(
     engine: &wasmtime::Engine,
     prepared: &crate::dispatch::Prepared,
@@ -233,16 +244,7 @@ async fn fresh_call(
             };
         }
     };
-    let instance = pre
-        .instantiate_async(&mut store)
-        .await
-        .map_err(RawCallError::Call)?;
-    instance
-        .vak_tool_tool()
-        .call_call(&mut store, arguments)
-        .await
-        .map_err(RawCallError::Call)?
-        .map_err(|e| RawCallError::Tool(e.message))?;
+    instantiate_and_call(pre, &mut store, arguments).await?;
     Ok(())
 }
 
