@@ -30,11 +30,9 @@ const INPUT_SCHEMA = {
   additionalProperties: false,
 };
 
-/** A `tool-error` for `call` to throw: it becomes `err(tool-error { code, message })`. */
+// The error `call` throws for a refusal: its own `payload` makes it `err(tool-error)`.
 function toolError(code, message) {
-  const e = new Error(message);
-  e.payload = { code, message };
-  return e;
+  return Object.assign(new Error(message), { payload: { code, message } });
 }
 
 export const tool = {

@@ -11,43 +11,45 @@
 use crate::schema::json_equal;
 use serde_json::{Map, Value};
 
-const NULL: u8 = 1;
-const BOOLEAN: u8 = 1 << 1;
-const INTEGER: u8 = 1 << 2;
-/// A number with a fractional part.
-const FRACTION: u8 = 1 << 3;
-const STRING: u8 = 1 << 4;
-const ARRAY: u8 = 1 << 5;
-const OBJECT: u8 = 1 << 6;
-const ANY: u8 = 0x7f;
+/// The kinds of JSON value, which (unlike `type`'s names, where `number` includes `integer`) no
+/// value is two of: a number is an integer or has a fractional part. A set of kinds is a `u8`,
+/// bit `i` standing for `KINDS[i]`.
+const KINDS: [&str; 7] = [
+    "null", "boolean", "integer", "fraction", "string", "array", "object",
+];
+const ANY: u8 = (1 << KINDS.len()) - 1;
+
+/// The bit of the kind named `name` (any kind for a name that is none).
+fn kind(name: &str) -> u8 {
+    KINDS
+        .iter()
+        .position(|k| *k == name)
+        .map_or(ANY, |i| 1 << i)
+}
 
 /// Deepest nesting read (a `$ref` chain, a tag's subschema).
 const MAX_DEPTH: usize = 32;
 
+/// The kinds a `type` name allows; an unknown name (which the schema stage refuses) reads as
+/// any kind here.
 fn type_bits(name: &str) -> u8 {
     match name {
-        "null" => NULL,
-        "boolean" => BOOLEAN,
-        "integer" => INTEGER,
-        "number" => INTEGER | FRACTION,
-        "string" => STRING,
-        "array" => ARRAY,
-        "object" => OBJECT,
-        // An unknown name: the schema stage refuses the schema; read as anything here.
-        _ => ANY,
+        "number" => kind("integer") | kind("fraction"),
+        "fraction" => ANY,
+        _ => kind(name),
     }
 }
 
 fn value_bits(v: &Value) -> u8 {
     match v {
-        Value::Null => NULL,
-        Value::Bool(_) => BOOLEAN,
-        Value::Number(n) if n.is_i64() || n.is_u64() => INTEGER,
-        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => INTEGER,
-        Value::Number(_) => FRACTION,
-        Value::String(_) => STRING,
-        Value::Array(_) => ARRAY,
-        Value::Object(_) => OBJECT,
+        Value::Null => kind("null"),
+        Value::Bool(_) => kind("boolean"),
+        Value::Number(n) if n.is_i64() || n.is_u64() => kind("integer"),
+        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => kind("integer"),
+        Value::Number(_) => kind("fraction"),
+        Value::String(_) => kind("string"),
+        Value::Array(_) => kind("array"),
+        Value::Object(_) => kind("object"),
     }
 }
 
@@ -120,7 +122,7 @@ fn disjoint(a: &Value, b: &Value, root: &Value, depth: usize, budget: &mut usize
     {
         return true;
     }
-    shared == OBJECT
+    shared == kind("object")
         && (refuses_a_required_name(ao, bo, root, depth, budget)
             || refuses_a_required_name(bo, ao, root, depth, budget))
 }

@@ -277,30 +277,47 @@ impl Inbox {
     }
 }
 
-const COLUMNS: &str = "id, call_id, tool, principal, scope, arguments_sha256, grant_sha256, \
-     binding, reach, prompt, asked_at, expires_at, expires_ms, pid, state, answered_by, answered_at";
+/// A [`Question`]'s columns and its reader, from one list of names: the `SELECT` and the reader
+/// cannot disagree, since each field is read by its column's name.
+macro_rules! question_columns {
+    ($($column:ident),*) => {
+        const COLUMNS: &str = concat!($(stringify!($column), ", ",)* "reach");
+        /// `reach`'s place in `COLUMNS`: last.
+        const REACH_COLUMN: usize = [$(stringify!($column)),*].len();
 
-fn question(r: &rusqlite::Row<'_>) -> rusqlite::Result<Question> {
-    Ok(Question {
-        id: r.get(0)?,
-        call_id: r.get(1)?,
-        tool: r.get(2)?,
-        principal: r.get(3)?,
-        scope: r.get(4)?,
-        arguments_sha256: r.get(5)?,
-        grant_sha256: r.get(6)?,
-        binding: r.get(7)?,
-        reach: serde_json::from_str(&r.get::<_, String>(8)?).unwrap_or_default(),
-        prompt: r.get(9)?,
-        asked_at: r.get(10)?,
-        expires_at: r.get(11)?,
-        expires_ms: r.get(12)?,
-        pid: r.get(13)?,
-        state: r.get(14)?,
-        answered_by: r.get(15)?,
-        answered_at: r.get(16)?,
-    })
+        fn question(r: &rusqlite::Row<'_>) -> rusqlite::Result<Question> {
+            // Written by this inbox from a list of origins; anything else is refused rather
+            // than shown to an approver as "reaches nothing".
+            let reach: String = r.get("reach")?;
+            let reach = serde_json::from_str(&reach).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    REACH_COLUMN,
+                    rusqlite::types::Type::Text,
+                    Box::new(e),
+                )
+            })?;
+            Ok(Question { $($column: r.get(stringify!($column))?,)* reach })
+        }
+    };
 }
+question_columns!(
+    id,
+    call_id,
+    tool,
+    principal,
+    scope,
+    arguments_sha256,
+    grant_sha256,
+    binding,
+    prompt,
+    asked_at,
+    expires_at,
+    expires_ms,
+    pid,
+    state,
+    answered_by,
+    answered_at
+);
 
 fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()

@@ -2,7 +2,7 @@
 //! the indexed `received_at` of a local journal, on the commit order `gseq` of a shared store).
 
 use super::super::Source;
-use super::{Page, call_href, param, query_href, shown, time_range};
+use super::{Page, call_href, param, query_href, shown, text_fields, time_range};
 use crate::journal::{Cursor, Filter, Page as Query, STATUSES};
 use crate::stage::Stage;
 use maud::html;
@@ -116,10 +116,12 @@ pub fn page(journal: &dyn Source, query: &[(String, String)]) -> Page {
                     @for s in Stage::ALL.map(Stage::as_str) { option value=(s) selected[value("stage") == s] { (s) } }
                 }
             }
-            label { "principal " input name="principal" value=(shown(value("principal"))); }
-            label { "session " input name="session" value=(shown(value("session"))); }
-            label { "node " input name="node" value=(shown(value("node"))); }
-            label { "call id contains " input name="q" value=(shown(value("q"))); }
+            (text_fields(query, &[
+                ("principal", "principal"),
+                ("session", "session"),
+                ("node", "node"),
+                ("call id contains", "q"),
+            ]))
             (time_range(query))
             button type="submit" { "Filter" }
             " " a href="/calls" { "clear" }

@@ -151,6 +151,16 @@ fn query_href(path: &str, pairs: &[(&str, &str)]) -> String {
     format!("{path}?{}", q.finish())
 }
 
+/// A filter form's text fields, `(label, name)` each, holding what the query gave.
+fn text_fields(query: &[(String, String)], fields: &[(&str, &str)]) -> Markup {
+    let value = |name: &str| shown(param(query, name).unwrap_or(""));
+    html! {
+        @for (label, name) in fields {
+            label { (label) " " input name=(name) value=(value(name)); }
+        }
+    }
+}
+
 /// A filter form's `since` and `until` fields, holding what the query gave.
 fn time_range(query: &[(String, String)]) -> Markup {
     let value = |name: &str| shown(param(query, name).unwrap_or(""));

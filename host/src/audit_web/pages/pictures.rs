@@ -7,7 +7,7 @@
 
 use super::super::Source;
 use super::svg::{self, Column, STATUS_ORDER, Spread};
-use super::{Page, param, query_href, shown, time_range};
+use super::{Page, param, query_href, text_fields, time_range};
 use crate::journal::{Filter, Page as Query, Sample};
 use crate::stage::Stage;
 use maud::html;
@@ -66,12 +66,9 @@ pub fn page(journal: &dyn Source, query: &[(String, String)]) -> Page {
         Ok(d) => d,
         Err(e) => return Page::error(&e.to_string()),
     };
-    let value = |name: &str| param(query, name).unwrap_or("");
     let content = html! {
         form.filters method="get" action="/pictures" {
-            label { "tool " input name="tool" value=(shown(value("tool"))); }
-            label { "principal " input name="principal" value=(shown(value("principal"))); }
-            label { "node " input name="node" value=(shown(value("node"))); }
+            (text_fields(query, &[("tool", "tool"), ("principal", "principal"), ("node", "node")]))
             (time_range(query))
             button type="submit" { "Draw" }
             " " a href="/pictures" { "clear" }

@@ -34,13 +34,12 @@ CREATE TABLE vak_reserve_fence (
 
 -- `vak_reserve_batch`, fenced: the batch's reservations commit only with its row above.
 CREATE FUNCTION vak_reserve_fenced(
-    p_batch text, p_node text,
-    p_sessions text[], p_principals text[], p_tools text[],
-    p_calls_caps bigint[], p_fuel_caps bigint[], p_wall_caps bigint[], p_result_caps bigint[],
-    p_tool_caps bigint[],
-    p_fuel bigint[], p_wall bigint[], p_result bigint[])
-RETURNS TABLE (i integer, refusal text, resource text, lim bigint, used bigint, reserved bigint,
-               fuel bigint, wall bigint, result_bytes bigint)
+    p_batch text, p_node text, p_sessions text[], p_principals text[], p_tools text[],
+    p_calls_caps bigint[], p_fuel_caps bigint[], p_wall_caps bigint[],
+    p_result_caps bigint[], p_tool_caps bigint[], p_fuel bigint[], p_wall bigint[],
+    p_result bigint[])
+RETURNS TABLE (i integer, refusal text, resource text, lim bigint, used bigint,
+               reserved bigint, fuel bigint, wall bigint, result_bytes bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
     r record;
