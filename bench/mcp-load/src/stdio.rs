@@ -113,6 +113,34 @@ impl Server {
         self.answer(id)
     }
 
+    /// The tool names of one `tools/list` answer.
+    pub fn list(&mut self) -> Result<Vec<String>, String> {
+        let id = self.fresh_ids(1).start;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}))?;
+        let answer = self.answer(id)?;
+        let tools = answer["result"]["tools"]
+            .as_array()
+            .ok_or_else(|| format!("tools/list was not answered with a list: {answer}"))?;
+        Ok(tools
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_string))
+            .collect())
+    }
+
+    /// Ask `tools/list` again (every millisecond) until it includes `tool`, for at most
+    /// `within`: a server may load its tools after it answers `initialize` (Wassette does), and
+    /// a call before then is refused, not measured.
+    pub fn await_listed(&mut self, tool: &str, within: Duration) -> Result<(), String> {
+        let since = Instant::now();
+        while !self.list()?.iter().any(|n| n == tool) {
+            if since.elapsed() > within {
+                return Err(format!("`{tool}` was not listed within {within:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
     /// Close the server's input (an MCP server exits at EOF) and reap it.
     pub fn stop(self) {
         let Server { child, tx, .. } = self;
