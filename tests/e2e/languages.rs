@@ -144,37 +144,43 @@ async fn a_javascript_tool_runs_through_the_whole_lifecycle() {
     }
     assert_guide_shows(&tool.join("tool.js"), "js");
     let wit = wit_dir(&tool, &work);
-    let wasm = work.join("js-clock.wasm");
-    run(Command::new("npx")
-        .current_dir(&work)
-        .arg("jco")
-        .arg("componentize")
-        .arg(tool.join("tool.js"))
-        .arg("--wit")
-        .arg(&wit)
-        .args([
-            "--world-name",
-            "js-clock",
-            "-d",
-            "http",
-            "-d",
-            "fetch-event",
-            "-o",
-        ])
-        .arg(&wasm))
-    .expect("jco componentize builds the tool");
+    // QuickJS (vak build's default), then StarlingMonkey: the same source, either engine.
+    let engines: [(&str, &[&str]); 2] = [
+        (
+            "quickjs",
+            &["--backend", "quickjs", "--backend-qjs-disable-async"],
+        ),
+        ("starlingmonkey", &["-d", "http", "-d", "fetch-event"]),
+    ];
+    for (engine, flags) in engines {
+        let built = work.join(engine);
+        std::fs::create_dir_all(&built).unwrap();
+        let wasm = built.join("js-clock.wasm");
+        run(Command::new("npx")
+            .current_dir(&work)
+            .arg("jco")
+            .arg("componentize")
+            .arg(tool.join("tool.js"))
+            .arg("--wit")
+            .arg(&wit)
+            .args(["--world-name", "js-clock"])
+            .args(flags)
+            .arg("-o")
+            .arg(&wasm))
+        .unwrap_or_else(|e| panic!("jco componentize builds the tool with {engine}: {e}"));
 
-    let host = admit_clock_tool("js_clock", &wasm, &work).await;
-    let exam = &host.examinations()[0];
-    // Its imports: the one capability, and only WASI of the locked-down set.
-    assert!(
-        exam.imports
-            .iter()
-            .any(|i| i.name == "vak:tool/clock@0.2.1")
-    );
-
-    assert_clock_calls(&host, "js_clock").await;
-    assert_calls_at_once(&host, "js_clock").await;
+        let host = admit_clock_tool("js_clock", &wasm, &built).await;
+        let exam = &host.examinations()[0];
+        // Its imports: the one capability, and only WASI of the locked-down set.
+        assert!(
+            exam.imports
+                .iter()
+                .any(|i| i.name == "vak:tool/clock@0.2.1"),
+            "{engine}"
+        );
+        assert_clock_calls(&host, "js_clock").await;
+        assert_calls_at_once(&host, "js_clock").await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -77,6 +77,10 @@ pub enum AuthoringError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "package.json's vak.engine is {0}; it is \"quickjs\" (the default) or \"starlingmonkey\""
+    )]
+    UnknownEngine(String),
     #[error("the build failed ({0}'s messages are above)")]
     BuildFailed(&'static str),
     #[error("{0} declares no `world NAME {{ ... }}`; a tool's world exports vak:tool/tool@0.2.1")]
