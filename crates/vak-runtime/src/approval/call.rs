@@ -72,10 +72,23 @@ impl CallApprovals {
         let started = Instant::now();
         let asked = self.ask(request.clone());
         // The caller's cancellation (a child of it is `stop`) ends the wait too.
-        let (answer, cancelled) = tokio::select! {
+        let (mut answer, cancelled) = tokio::select! {
             a = tokio::time::timeout(wait, asked) => (a.ok(), false),
             () = self.stop.cancelled() => (None, true),
         };
+        // The wait is over: the question is withdrawn before the refusal is decided, so an
+        // answer that won the race is taken, not shown to its giver as accepted while the call
+        // was refused. A cancelled call stays cancelled.
+        let mut withdrawn = false;
+        if answer.is_none()
+            && let Some(approver) = &self.approver
+        {
+            let late = approver.withdraw(&request).await;
+            if !cancelled {
+                withdrawn = late.is_some();
+                answer = late;
+            }
+        }
         let waited_ms = started.elapsed().as_millis() as u64;
         let tool = self.context.tool.clone();
         let scope_text = scope.to_string();
@@ -127,7 +140,7 @@ impl CallApprovals {
                     reason,
                 }),
             ),
-            Some(Answer::Approved(approval)) => match check(&request, &approval) {
+            Some(Answer::Approved(approval)) => match check(&request, &approval, !withdrawn) {
                 Ok(()) => ("approved", Some(approval.by), None, Ok(())),
                 Err(reason) => (
                     "invalid",
@@ -197,8 +210,10 @@ impl CallApprovals {
     }
 }
 
-/// The host's own check of an answer: the request it names, the binding, the expiry.
-fn check(request: &ApprovalRequest, approval: &Approval) -> Result<(), String> {
+/// The host's own check of an answer: the request it names, the binding, and (unless the
+/// approver's `withdraw` gave it, which returns only answers given before the request expired)
+/// the expiry.
+fn check(request: &ApprovalRequest, approval: &Approval, expiry: bool) -> Result<(), String> {
     if approval.binding != request.binding {
         return Err(
             "it was given for another call (a different tool, principal, scope, arguments or grant)"
@@ -211,7 +226,7 @@ fn check(request: &ApprovalRequest, approval: &Approval) -> Result<(), String> {
             approval.request_id, request.id
         ));
     }
-    if request.expires.is_some_and(|e| Instant::now() > e) {
+    if expiry && request.expires.is_some_and(|e| Instant::now() > e) {
         return Err(format!(
             "it came after the request expired at {}",
             request.expires_at
@@ -239,7 +254,7 @@ mod tests {
         let Answer::Approved(yes) = a.approve("bob") else {
             panic!("approve makes an approval")
         };
-        assert_eq!(check(&a, &yes), Ok(()));
+        assert_eq!(check(&a, &yes, true), Ok(()));
         // The same call asked again is a new request: the old yes is spent.
         let again = ApprovalRequest::new(
             &context("{\"x\":1}"),
@@ -247,14 +262,18 @@ mod tests {
             Duration::from_secs(5),
         );
         assert_eq!(again.binding, a.binding);
-        assert!(check(&again, &yes).unwrap_err().contains("spent"));
+        assert!(check(&again, &yes, true).unwrap_err().contains("spent"));
         // Other arguments: another binding.
         let other = ApprovalRequest::new(
             &context("{\"x\":2}"),
             ApprovalScope::Call,
             Duration::from_secs(5),
         );
-        assert!(check(&other, &yes).unwrap_err().contains("another call"));
+        assert!(
+            check(&other, &yes, true)
+                .unwrap_err()
+                .contains("another call")
+        );
         // Another scope of the same call: another binding.
         let root = ApprovalRequest::new(
             &context("{\"x\":1}"),
@@ -269,6 +288,6 @@ mod tests {
             panic!("approve makes an approval")
         };
         std::thread::sleep(Duration::from_millis(2));
-        assert!(check(&short, &late).unwrap_err().contains("expired"));
+        assert!(check(&short, &late, true).unwrap_err().contains("expired"));
     }
 }

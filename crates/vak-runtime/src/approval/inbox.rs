@@ -264,16 +264,18 @@ impl Inbox {
         }))
     }
 
-    /// The call stopped waiting for `id`: it is no longer answerable.
-    pub fn withdraw(&self, id: &str) -> Result<(), InboxError> {
-        self.conn()
+    /// The call stopped waiting for `id`: it is no longer answerable. Whether this withdrew
+    /// it (false: it was answered, withdrawn or gone before).
+    pub fn withdraw(&self, id: &str) -> Result<bool, InboxError> {
+        let changed = self
+            .conn()
             .execute(
                 "UPDATE pending SET state = 'withdrawn', answered_at = ?1
                  WHERE id = ?2 AND state = 'pending'",
                 params![jiff::Timestamp::now().to_string(), id],
             )
             .map_err(|e| self.err(e))?;
-        Ok(())
+        Ok(changed == 1)
     }
 }
 
@@ -368,7 +370,45 @@ impl Drop for Waiting {
     }
 }
 
+/// The answer `row` holds for `request`, once a person has answered.
+fn answered(row: &Question, request: &ApprovalRequest) -> Option<Answer> {
+    let by = format!(
+        "approvals inbox: {}",
+        row.answered_by.as_deref().unwrap_or("(unknown)")
+    );
+    match row.state.as_str() {
+        // As the inbox holds it: the host checks id and binding against the request it asked.
+        "approved" => Some(Answer::Approved(Approval {
+            request_id: row.id.clone(),
+            binding: row.binding.clone(),
+            by,
+            at: row.answered_at.clone().unwrap_or_default(),
+        })),
+        "denied" => Some(request.deny(by, "answered no in the approvals inbox")),
+        _ => None,
+    }
+}
+
 impl Approver for InboxApprover {
+    fn withdraw(&self, request: &ApprovalRequest) -> BoxFuture<'static, Option<Answer>> {
+        let (inbox, request) = (self.inbox.clone(), request.clone());
+        Box::pin(async move {
+            let id = request.id.clone();
+            let read = tokio::task::spawn_blocking(move || match inbox.withdraw(&id)? {
+                true => Ok(None),
+                false => inbox.get(&id),
+            });
+            match read.await {
+                Ok(Ok(row)) => row.and_then(|row| answered(&row, &request)),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, approval = %request.id, "the question could not be withdrawn");
+                    None
+                }
+                Err(_) => None,
+            }
+        })
+    }
+
     fn decide(&self, request: ApprovalRequest) -> BoxFuture<'static, Answer> {
         let inbox = self.inbox.clone();
         Box::pin(async move {
@@ -397,26 +437,11 @@ impl Approver for InboxApprover {
                     }
                     Err(_) => continue,
                 };
-                let by = format!(
-                    "approvals inbox: {}",
-                    row.answered_by.as_deref().unwrap_or("(unknown)")
-                );
+                if let Some(answer) = answered(&row, &request) {
+                    waiting.settled = true;
+                    return answer;
+                }
                 match row.state.as_str() {
-                    "approved" => {
-                        waiting.settled = true;
-                        // As the inbox holds it: the host checks id and binding against the
-                        // request it asked.
-                        return Answer::Approved(Approval {
-                            request_id: row.id,
-                            binding: row.binding,
-                            by,
-                            at: row.answered_at.unwrap_or_default(),
-                        });
-                    }
-                    "denied" => {
-                        waiting.settled = true;
-                        return request.deny(by, "answered no in the approvals inbox");
-                    }
                     "pending" => {}
                     _ => {
                         return unavailable(format!("the question was {} in the inbox", row.state));
@@ -430,8 +455,8 @@ impl Approver for InboxApprover {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::approval::ApprovalScope;
     use crate::approval::test_context as context;
+    use crate::approval::{ApprovalError, ApprovalScope};
 
     #[test]
     fn an_answer_binds_to_its_row_once() {
@@ -521,5 +546,106 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         panic!("not withdrawn: {:?}", inbox.get(&r2.id).unwrap());
+    }
+
+    /// A person who answers yes while the call is about to stop waiting: the answer is in the
+    /// inbox before the call's wait ends, but the approver has not read it yet (it reads every
+    /// 100 ms; the wait here is 20 ms). The call takes the answer instead of refusing with a
+    /// timeout while the inbox tells the person "approved"; an unanswered question is
+    /// withdrawn before the refusal, and a cancelled call stays cancelled.
+    #[tokio::test]
+    async fn an_answer_given_as_the_wait_ends_is_taken_not_lost() {
+        use crate::approval::call::CallApprovals;
+        use tokio_util::sync::CancellationToken;
+
+        /// Answers each question in the inbox as soon as it is written (when `yes` is set).
+        struct Prompt {
+            inner: InboxApprover,
+            inbox: Arc<Inbox>,
+            yes: bool,
+        }
+        impl Approver for Prompt {
+            fn decide(&self, request: ApprovalRequest) -> BoxFuture<'static, Answer> {
+                let (inner, inbox, yes) = (
+                    self.inner.decide(request.clone()),
+                    self.inbox.clone(),
+                    self.yes,
+                );
+                Box::pin(async move {
+                    let waiting = tokio::spawn(inner);
+                    while inbox.get(&request.id).unwrap().is_none() {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                    if yes {
+                        let answered = inbox.answer(&request.id, &request.binding, true, "bob");
+                        assert_eq!(answered.unwrap(), Ok(()));
+                    }
+                    waiting.await.unwrap()
+                })
+            }
+            fn withdraw(&self, request: &ApprovalRequest) -> BoxFuture<'static, Option<Answer>> {
+                self.inner.withdraw(request)
+            }
+        }
+
+        let dir = tempfile::tempdir().unwrap();
+        let inbox = Arc::new(Inbox::open(&dir.path().join(INBOX_FILE)).unwrap());
+        let approvals = |yes: bool, stop: CancellationToken| {
+            let prompt = Prompt {
+                inner: InboxApprover::new(inbox.clone()),
+                inbox: inbox.clone(),
+                yes,
+            };
+            CallApprovals::new(context("{}"), Some(Arc::new(prompt)), None, stop)
+        };
+        let wait = Duration::from_millis(20);
+
+        let answered = approvals(true, CancellationToken::new());
+        answered
+            .require(ApprovalScope::Call, wait)
+            .await
+            .expect("the answer is taken");
+        let entry = &answered.entries()[0];
+        assert_eq!(
+            (entry.decision.as_str(), entry.by.as_deref()),
+            ("approved", Some("approvals inbox: bob"))
+        );
+        let id = entry.request["id"].as_str().unwrap();
+        assert_eq!(inbox.get(id).unwrap().unwrap().state, "approved");
+
+        let unanswered = approvals(false, CancellationToken::new());
+        let refused = unanswered
+            .require(ApprovalScope::Call, wait)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(refused, ApprovalError::Timeout { .. }),
+            "{refused:?}"
+        );
+        let id = unanswered.entries()[0].request["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        // Withdrawn before the refusal was decided: a late yes is refused, not shown accepted.
+        assert_eq!(inbox.get(&id).unwrap().unwrap().state, "withdrawn");
+        let late = inbox.answer(
+            &id,
+            unanswered.entries()[0].request["binding"].as_str().unwrap(),
+            true,
+            "bob",
+        );
+        assert_eq!(late.unwrap(), Err(Refused::Withdrawn));
+
+        let stop = CancellationToken::new();
+        stop.cancel();
+        let cancelled = approvals(true, stop);
+        let refused = cancelled
+            .require(ApprovalScope::Call, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(refused, ApprovalError::Cancelled { .. }),
+            "{refused:?}"
+        );
     }
 }

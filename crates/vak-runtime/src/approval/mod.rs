@@ -92,6 +92,17 @@ pub enum Answer {
 /// Build answers with [`ApprovalRequest::approve`] and [`ApprovalRequest::deny`].
 pub trait Approver: Send + Sync {
     fn decide(&self, request: ApprovalRequest) -> BoxFuture<'static, Answer>;
+
+    /// The call stops waiting for `request` (no answer came in its time, or its caller
+    /// cancelled it): make the question unanswerable from here on, and return an answer given
+    /// before this point and before the request expired, which `decide` had not yet passed on.
+    /// The call then takes it as an answer that came in time, so that what the person was told
+    /// and what the call did agree.
+    /// By default nothing is kept apart from `decide`'s future, and there is none.
+    fn withdraw(&self, request: &ApprovalRequest) -> BoxFuture<'static, Option<Answer>> {
+        let _ = request;
+        Box::pin(async { None })
+    }
 }
 
 /// Why the permission stage refused a call that needed an approval.
