@@ -527,3 +527,43 @@ async fn a_table_with_a_huge_minimum_is_refused_at_admission_and_the_rest_is_ser
     );
     assert_still_serving(&host).await;
 }
+
+/// Every call starts from the component's initial memory, whichever way the pool resets a slot
+/// (`--memory-reset`): a call finds nothing of an earlier one in its statics, its zeroed data
+/// or its heap, though the slot (two of them, so calls reuse them) ran the calls before it.
+#[tokio::test(flavor = "multi_thread")]
+async fn no_call_finds_anything_of_an_earlier_one_whichever_the_memory_reset() {
+    for reset in [
+        vak_host::MemoryReset::Zero,
+        vak_host::MemoryReset::DirtyPages,
+    ] {
+        let cache = tempfile::tempdir().unwrap();
+        let policy = vak_host::Policy::parse(POLICY, "test policy").unwrap();
+        let host = vak_host::HostBuilder::new()
+            .engine_settings(vak_host::EngineSettings {
+                max_concurrent_calls: 2,
+                memory_reset: reset,
+                cache_dir: Some(cache.path().to_path_buf()),
+                ..Default::default()
+            })
+            .policy(policy)
+            .component("hostile", guest(guests::HOSTILE))
+            .build()
+            .await
+            .expect("host builds");
+        let fresh = |r: &CallRecord| {
+            assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
+            let md = &r.result.as_ref().unwrap().markdown;
+            assert_eq!(md, "calls before: 0; marked bytes: 0", "{reset:?}");
+        };
+        for _ in 0..6 {
+            fresh(&hostile(&host, "residue", 4 << 20).await);
+        }
+        let (a, b) = tokio::join!(
+            hostile(&host, "residue", 4 << 20),
+            hostile(&host, "residue", 1 << 20)
+        );
+        fresh(&a);
+        fresh(&b);
+    }
+}

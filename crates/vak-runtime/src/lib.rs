@@ -57,7 +57,7 @@ pub use vak_store::signing;
 pub use vak_store::store;
 
 pub use admission::{AdmissionError, AdmittedTool, Descriptor, Examination, Verdict};
-pub use dispatch::{DispatchError, EngineSettings};
+pub use dispatch::{DispatchError, EngineSettings, MemoryReset};
 pub use host::{
     FinishOnDrop, Host, HostBuilder, HostError, InvalidSessionId, PermissionError, Session,
 };

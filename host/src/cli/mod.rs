@@ -50,6 +50,24 @@ use vak_host::proposal::providers::Provider;
 /// Exit status for bad usage of the CLI itself.
 const EXIT_USAGE: u8 = 3;
 
+/// `--memory-reset`: [`vak_host::MemoryReset`] as the command line spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum MemoryResetArg {
+    Auto,
+    Zero,
+    DirtyPages,
+}
+
+impl From<MemoryResetArg> for vak_host::MemoryReset {
+    fn from(arg: MemoryResetArg) -> Self {
+        match arg {
+            MemoryResetArg::Auto => vak_host::MemoryReset::Auto,
+            MemoryResetArg::Zero => vak_host::MemoryReset::Zero,
+            MemoryResetArg::DirtyPages => vak_host::MemoryReset::DirtyPages,
+        }
+    }
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "vak",
@@ -83,6 +101,12 @@ struct Cli {
     /// component is refused [default: 2048].
     #[arg(long, global = true, value_name = "MIB", value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
     compile_memory: Option<u64>,
+    /// How a pool slot's memory is made fresh after a call: `zero` (in place; Python and
+    /// StarlingMonkey JavaScript tools scale with cores), `dirty-pages` (only the pages the call
+    /// wrote, found by the kernel; cheapest for small tools, but faults serialize the cores), or
+    /// `auto`: `zero` when a tool's component is 4 MiB or more, else `dirty-pages`.
+    #[arg(long, global = true, value_name = "HOW", default_value = "auto")]
+    memory_reset: MemoryResetArg,
     /// Where vak keeps its state (revocations) [default: $VAK_STATE_DIR, else ~/.local/state/vak].
     #[arg(long, global = true, value_name = "DIR")]
     state_dir: Option<PathBuf>,
@@ -337,7 +361,7 @@ fn usage_error(message: impl std::fmt::Display) -> ExitCode {
 /// Run the command: those that need neither a key nor a store first, then those that need only
 /// the store, then those that need a host (one invocation, one session).
 async fn run(cli: Cli) -> ExitCode {
-    setup::set_compile_bounds(&cli);
+    setup::set_engine_options(&cli);
     let policy = match &cli.policy {
         Some(path) => match Policy::load(path) {
             Ok(p) => Some(p),

@@ -43,12 +43,18 @@ pub(super) enum SetupError {
     Host(#[from] HostError),
 }
 
-/// `--compile-timeout` and `--compile-memory`, set once from the command line.
-static COMPILE_BOUNDS: std::sync::OnceLock<(Option<u64>, Option<u64>)> = std::sync::OnceLock::new();
+/// `--compile-timeout`, `--compile-memory` and `--memory-reset`, set once from the command line.
+static ENGINE_OPTIONS: std::sync::OnceLock<(Option<u64>, Option<u64>, vak_host::MemoryReset)> =
+    std::sync::OnceLock::new();
 
-/// Keep `--compile-timeout` and `--compile-memory` for every host this process builds.
-pub(super) fn set_compile_bounds(cli: &Cli) {
-    let _ = COMPILE_BOUNDS.set((cli.compile_timeout, cli.compile_memory));
+/// Keep `--compile-timeout`, `--compile-memory` and `--memory-reset` for every host this
+/// process builds.
+pub(super) fn set_engine_options(cli: &Cli) {
+    let _ = ENGINE_OPTIONS.set((
+        cli.compile_timeout,
+        cli.compile_memory,
+        cli.memory_reset.into(),
+    ));
 }
 
 /// The engine settings of the `vak` command: the defaults, with every compile in a worker
@@ -60,13 +66,18 @@ fn engine_settings() -> vak_host::EngineSettings {
         )
         .ok();
     let defaults = vak_host::EngineSettings::default();
-    let (timeout, memory) = COMPILE_BOUNDS.get().copied().unwrap_or_default();
+    let (timeout, memory, memory_reset) =
+        ENGINE_OPTIONS
+            .get()
+            .copied()
+            .unwrap_or((None, None, defaults.memory_reset));
     vak_host::EngineSettings {
         compile_worker: worker,
         compile_timeout: timeout
             .map(std::time::Duration::from_secs)
             .unwrap_or(defaults.compile_timeout),
         compile_memory_bytes: memory.map_or(defaults.compile_memory_bytes, |mib| mib << 20),
+        memory_reset,
         ..defaults
     }
 }

@@ -5,7 +5,7 @@ use vak_guest::prelude::*;
 #[derive(Deserialize, JsonSchema)]
 pub struct Args {
     /// spin | spin-host | sleep | hold | grow | recurse | big-result | flood | handles |
-    /// bulk-copy | chain | panic | ok (and the others below)
+    /// bulk-copy | chain | panic | residue | ok (and the others below)
     pub mode: String,
     /// A size for modes that take one.
     #[serde(default)]
@@ -46,6 +46,31 @@ fn hoard_handles(n: u64) -> u64 {
 fn recurse(depth: u64) -> u64 {
     // `black_box` keeps the frames: no tail call, no folding into a loop.
     std::hint::black_box(recurse(std::hint::black_box(depth + 1))) + 1
+}
+
+/// Calls this instance ran before, and a zero-initialised region each call marks: what a call
+/// finds of an earlier one tells whether its memory was made fresh.
+static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+const RESIDUE_BYTES: usize = 2 << 20;
+static RESIDUE: [std::sync::atomic::AtomicU8; RESIDUE_BYTES] =
+    [const { std::sync::atomic::AtomicU8::new(0) }; RESIDUE_BYTES];
+
+/// Report what is left of earlier calls (their count, the marked bytes still set), then leave
+/// marks of this one: in the static region, on every page, and in `n` bytes of heap.
+fn residue(n: u64) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    let before = CALLS.fetch_add(1, Relaxed);
+    let marked = RESIDUE
+        .iter()
+        .step_by(512)
+        .filter(|b| b.load(Relaxed) != 0)
+        .count();
+    for b in RESIDUE.iter().step_by(512) {
+        b.store(0xA5, Relaxed);
+    }
+    let heap = vec![0xA5u8; n as usize];
+    std::hint::black_box(&heap);
+    format!("calls before: {before}; marked bytes: {marked}")
 }
 
 impl Tool for Hostile {
@@ -204,6 +229,7 @@ impl Tool for Hostile {
                 }
             }
             "panic" => panic!("boom"),
+            "residue" => Ok(Output::markdown(residue(args.n))),
             "ok" => Ok(Output::markdown("fine")),
             other => Err(ToolError::new("unknown-mode", format!("no mode {other:?}"))),
         }
