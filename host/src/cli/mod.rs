@@ -53,15 +53,13 @@ const EXIT_USAGE: u8 = 3;
 /// `--memory-reset`: [`vak_host::MemoryReset`] as the command line spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum MemoryResetArg {
-    Auto,
-    Zero,
     DirtyPages,
+    Zero,
 }
 
 impl From<MemoryResetArg> for vak_host::MemoryReset {
     fn from(arg: MemoryResetArg) -> Self {
         match arg {
-            MemoryResetArg::Auto => vak_host::MemoryReset::Auto,
             MemoryResetArg::Zero => vak_host::MemoryReset::Zero,
             MemoryResetArg::DirtyPages => vak_host::MemoryReset::DirtyPages,
         }
@@ -101,11 +99,12 @@ struct Cli {
     /// component is refused [default: 2048].
     #[arg(long, global = true, value_name = "MIB", value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
     compile_memory: Option<u64>,
-    /// How a pool slot's memory is made fresh after a call: `zero` (in place; Python and
-    /// StarlingMonkey JavaScript tools scale with cores), `dirty-pages` (only the pages the call
-    /// wrote, found by the kernel; cheapest for small tools, but faults serialize the cores), or
-    /// `auto`: `zero` when a tool's component is 4 MiB or more, else `dirty-pages`.
-    #[arg(long, global = true, value_name = "HOW", default_value = "auto")]
+    /// How a pool slot's memory is made fresh after a call: `dirty-pages` restores only the
+    /// pages the call wrote (the kernel finds them; the cheapest call), `zero` zeroes the
+    /// memory the slot keeps in place (each call 0.1-0.7 ms slower, but a tool whose call
+    /// writes megabytes, such as a Python one, then serves 1.7-1.8x the calls on two cores
+    /// instead of no more). Either way no call sees anything of an earlier one.
+    #[arg(long, global = true, value_name = "HOW", default_value = "dirty-pages")]
     memory_reset: MemoryResetArg,
     /// Where vak keeps its state (revocations) [default: $VAK_STATE_DIR, else ~/.local/state/vak].
     #[arg(long, global = true, value_name = "DIR")]

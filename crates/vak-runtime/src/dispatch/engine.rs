@@ -15,45 +15,24 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// default of [`EngineSettings::keep_resident_bytes`].
 pub const KEEP_RESIDENT: usize = 16 << 20;
 
-/// A component at least this large carries a language runtime (componentize-py's Python,
-/// StarlingMonkey's JavaScript: 12-45 MB; a Rust tool is 0.1-0.5 MB, a QuickJS one ~1.6 MB),
-/// whose call writes megabytes of memory: [`MemoryReset::Auto`] resets by [`MemoryReset::Zero`]
-/// when a host admits one.
-pub const LARGE_COMPONENT: usize = 4 << 20;
-
 /// How a pool slot's kept-resident memory is made fresh for the next call. Either way the next
 /// call starts from the component's initial memory: no state passes from one call to another.
 /// What differs is what it costs and how it scales (docs/PERFORMANCE.md, "Python and
-/// JavaScript tools", measured side by side).
+/// JavaScript tools: the memory reset", measured side by side).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MemoryReset {
-    /// [`MemoryReset::Zero`] when the host admits a component of [`LARGE_COMPONENT`] bytes or
-    /// more, else [`MemoryReset::DirtyPages`]; decided once, when the host is built.
-    #[default]
-    Auto,
     /// Ask the kernel which pages the call wrote (`PAGEMAP_SCAN`, Linux 6.7+) and restore only
-    /// those. Cheapest for a small tool (a Rust one: ~26 against ~45 µs a raw call here), but
-    /// the scan write-protects the pages again, so the next call faults on each first write,
-    /// and those faults serialize the cores: a Python tool's calls/s do not grow with a second
-    /// thread (0.85-0.94x).
+    /// those. The cheapest call for every tool measured (a Rust one: ~26 against ~45 µs raw;
+    /// Wassette's `time-server-js` over MCP: ~0.4 against ~0.6 ms), but the scan write-protects
+    /// the pages again, so the next call faults on each first write, and where a call writes
+    /// many pages those faults keep a second core from helping (a Python tool: 0.89-0.94x).
+    #[default]
     DirtyPages,
-    /// Zero (or copy the initial image over) the kept-resident memory in place, without
-    /// asking the kernel: a few µs per MiB the memory spans, no faults. A Python tool's
-    /// calls/s grow 1.6-1.8x with a second thread at the same time per call.
+    /// Zero (or copy the initial image over) the kept-resident memory in place, without asking
+    /// the kernel: time in proportion to the memory the slot keeps, no faults. For a tool whose
+    /// call writes megabytes, calls/s on two cores grow 1.7-1.8x instead of not at all, while
+    /// each call takes 0.1-0.7 ms longer; a small tool only pays.
     Zero,
-}
-
-impl MemoryReset {
-    /// `Auto` decided for these components; the others as they are.
-    pub fn for_components(self, sizes: impl IntoIterator<Item = usize>) -> MemoryReset {
-        match self {
-            MemoryReset::Auto if sizes.into_iter().any(|n| n >= LARGE_COMPONENT) => {
-                MemoryReset::Zero
-            }
-            MemoryReset::Auto => MemoryReset::DirtyPages,
-            other => other,
-        }
-    }
 }
 
 /// Limits of the engine itself: every per-call limit is at most these.
@@ -117,7 +96,7 @@ impl Default for EngineSettings {
             compile_memory_bytes: 2 << 30,
             max_concurrent_compiles: 2,
             keep_resident_bytes: KEEP_RESIDENT,
-            memory_reset: MemoryReset::Auto,
+            memory_reset: MemoryReset::DirtyPages,
         }
     }
 }
@@ -201,14 +180,13 @@ pub fn engine_config(
         // Keep what a call touched resident: the next call in the slot reuses those pages
         // without faults. With PAGEMAP_SCAN (Linux 6.7+) only the dirtied pages are reset,
         // so a large threshold costs no memset of untouched memory; without it the kept
-        // memory is zeroed in place (`MemoryReset`). An undecided `Auto` (a runtime made
-        // without a host's components) scans.
+        // memory is zeroed in place (`MemoryReset`).
         Allocation::TunedPooling => pool
             .linear_memory_keep_resident(settings.keep_resident_bytes)
             .table_keep_resident((settings.keep_resident_bytes / 16).min(1 << 20))
             .pagemap_scan(match settings.memory_reset {
                 MemoryReset::Zero => wasmtime::Enabled::No,
-                MemoryReset::Auto | MemoryReset::DirtyPages => wasmtime::Enabled::Auto,
+                MemoryReset::DirtyPages => wasmtime::Enabled::Auto,
             }),
     };
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
@@ -339,35 +317,5 @@ pub(crate) struct TickerGuard<'a> {
 impl Drop for TickerGuard<'_> {
     fn drop(&mut self) {
         self.ticker.shared.active.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{LARGE_COMPONENT, MemoryReset};
-
-    #[test]
-    fn auto_zeroes_in_place_only_for_a_host_with_a_large_component() {
-        let small = [300 << 10, 1_600 << 10];
-        let python = [300 << 10, 18 << 20];
-        assert_eq!(
-            MemoryReset::Auto.for_components(small),
-            MemoryReset::DirtyPages
-        );
-        assert_eq!(MemoryReset::Auto.for_components(python), MemoryReset::Zero);
-        assert_eq!(
-            MemoryReset::Auto.for_components([LARGE_COMPONENT]),
-            MemoryReset::Zero
-        );
-        assert_eq!(
-            MemoryReset::Auto.for_components([]),
-            MemoryReset::DirtyPages
-        );
-        // A reset asked for is kept, whatever the components.
-        assert_eq!(
-            MemoryReset::DirtyPages.for_components(python),
-            MemoryReset::DirtyPages
-        );
-        assert_eq!(MemoryReset::Zero.for_components(small), MemoryReset::Zero);
     }
 }

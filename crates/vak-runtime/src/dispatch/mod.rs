@@ -20,7 +20,7 @@ pub mod run;
 pub mod state;
 
 pub use compile::CompileError;
-pub use engine::{EngineSettings, LARGE_COMPONENT, MemoryReset, Runtime};
+pub use engine::{EngineSettings, MemoryReset, Runtime};
 pub use run::{DispatchError, DispatchReport, GuestReturn};
 
 /// What one call instantiates and runs.

@@ -190,12 +190,7 @@ impl HostBuilder {
             Some(k) => k,
             None => HostKey::generate()?,
         };
-        let mut settings = self.settings;
-        settings.memory_reset = settings
-            .memory_reset
-            .for_components(self.sources.iter().map(|(_, bytes)| bytes.len()));
-        tracing::debug!(reset = ?settings.memory_reset, "pool slots' memory reset");
-        let runtime = Runtime::new(settings)?;
+        let runtime = Runtime::new(self.settings)?;
         let mut tools = BTreeMap::new();
         let mut examinations = Vec::new();
         // Components are admitted a few at a time (one per core, at least two): their compiles
