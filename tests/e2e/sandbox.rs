@@ -529,8 +529,9 @@ async fn a_table_with_a_huge_minimum_is_refused_at_admission_and_the_rest_is_ser
 }
 
 /// Every call starts from the component's initial memory, whichever way the pool resets a slot
-/// (`--memory-reset`): a call finds nothing of an earlier one in its statics, its zeroed data
-/// or its heap, though the slot (two of them, so calls reuse them) ran the calls before it.
+/// (`--memory-reset`): a call finds nothing of an earlier one in its statics, its zeroed data,
+/// its memory's size or the pages it grows, though the slot (two of them, so calls reuse them)
+/// ran the calls before it.
 #[tokio::test(flavor = "multi_thread")]
 async fn no_call_finds_anything_of_an_earlier_one_whichever_the_memory_reset() {
     for reset in [
@@ -551,12 +552,30 @@ async fn no_call_finds_anything_of_an_earlier_one_whichever_the_memory_reset() {
             .build()
             .await
             .expect("host builds");
+        let first = hostile(&host, "residue", 4 << 20).await;
+        assert_eq!(
+            first.status,
+            Status::Completed,
+            "{}",
+            first.to_json_pretty()
+        );
+        let md = first.result.as_ref().unwrap().markdown.clone();
+        let (found, pages) = md
+            .split_once("; pages at start: ")
+            .expect("the guest's report");
+        assert_eq!(found, "calls before: 0; marked bytes: 0", "{reset:?}");
+        let pages = pages
+            .strip_suffix("; marked grown bytes: 0")
+            .expect("grown pages zero");
+        let expected = format!(
+            "calls before: 0; marked bytes: 0; pages at start: {pages}; marked grown bytes: 0"
+        );
         let fresh = |r: &CallRecord| {
             assert_eq!(r.status, Status::Completed, "{}", r.to_json_pretty());
             let md = &r.result.as_ref().unwrap().markdown;
-            assert_eq!(md, "calls before: 0; marked bytes: 0", "{reset:?}");
+            assert_eq!(md, &expected, "{reset:?}");
         };
-        for _ in 0..6 {
+        for _ in 0..5 {
             fresh(&hostile(&host, "residue", 4 << 20).await);
         }
         let (a, b) = tokio::join!(

@@ -96,7 +96,7 @@ impl Default for EngineSettings {
             compile_memory_bytes: 2 << 30,
             max_concurrent_compiles: 2,
             keep_resident_bytes: KEEP_RESIDENT,
-            memory_reset: MemoryReset::DirtyPages,
+            memory_reset: MemoryReset::default(),
         }
     }
 }

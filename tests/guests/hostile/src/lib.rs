@@ -54,9 +54,13 @@ static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0
 const RESIDUE_BYTES: usize = 2 << 20;
 static RESIDUE: [std::sync::atomic::AtomicU8; RESIDUE_BYTES] =
     [const { std::sync::atomic::AtomicU8::new(0) }; RESIDUE_BYTES];
+#[cfg(target_arch = "wasm32")]
+const WASM_PAGE: usize = 64 << 10;
 
-/// Report what is left of earlier calls (their count, the marked bytes still set), then leave
-/// marks of this one: in the static region, on every page, and in `n` bytes of heap.
+/// Report what is left of earlier calls, then leave marks of this one: the calls counted, the
+/// marked bytes of the static region still set, the memory's size at the start (an earlier
+/// call's growth kept would show), and the marked bytes of `n` bytes of memory grown past it
+/// (pages the kept-resident reset must zero).
 fn residue(n: u64) -> String {
     use std::sync::atomic::Ordering::Relaxed;
     let before = CALLS.fetch_add(1, Relaxed);
@@ -68,9 +72,47 @@ fn residue(n: u64) -> String {
     for b in RESIDUE.iter().step_by(512) {
         b.store(0xA5, Relaxed);
     }
-    let heap = vec![0xA5u8; n as usize];
-    std::hint::black_box(&heap);
-    format!("calls before: {before}; marked bytes: {marked}")
+    let (pages_at_start, grown_marked) = match grow_and_mark(n) {
+        Ok(found) => found,
+        Err(e) => return e,
+    };
+    format!(
+        "calls before: {before}; marked bytes: {marked}; pages at start: {pages_at_start}; \
+         marked grown bytes: {grown_marked}"
+    )
+}
+
+/// Memory 0's size in pages, then the marked bytes (one per 4 KiB) found in `n` bytes grown
+/// past it, each marked in turn.
+#[cfg(target_arch = "wasm32")]
+fn grow_and_mark(n: u64) -> Result<(usize, usize), String> {
+    use core::arch::wasm32::{memory_grow, memory_size};
+    let pages_at_start = memory_size(0);
+    let pages = usize::try_from(n).unwrap_or(usize::MAX).div_ceil(WASM_PAGE);
+    let old = memory_grow(0, pages);
+    if old == usize::MAX {
+        return Err(format!("memory.grow of {pages} pages was refused"));
+    }
+    let mut grown_marked = 0;
+    for at in (old * WASM_PAGE..(old + pages) * WASM_PAGE).step_by(4096) {
+        let byte = at as *mut u8;
+        // SAFETY: `at` lies in the pages `memory.grow` just added to linear memory 0, which
+        // no allocation of this module owns (the allocator grows memory on its own, past
+        // them): reading and writing them aliases nothing, and they are in bounds.
+        unsafe {
+            if byte.read_volatile() != 0 {
+                grown_marked += 1;
+            }
+            byte.write_volatile(0xA5);
+        }
+    }
+    Ok((pages_at_start, grown_marked))
+}
+
+/// Linear memory exists only in wasm: elsewhere (a check of the workspace) the mode refuses.
+#[cfg(not(target_arch = "wasm32"))]
+fn grow_and_mark(_: u64) -> Result<(usize, usize), String> {
+    Err("the residue mode runs only as wasm".into())
 }
 
 impl Tool for Hostile {
