@@ -466,3 +466,160 @@ fn audit_show_checks_what_it_prints_and_takes_either_id() {
     let (code, out, _) = vak(&["audit", "verify"]);
     assert_eq!(code, Some(1), "{out}");
 }
+
+/// `--signing checkpoints`: `vak call` processes, one after another on one state directory
+/// (each taking the chain the one before let go), print their records unsigned; the journal
+/// signs them in checkpoints, so `vak audit show` and `vak audit verify` check every one, beside
+/// a record signed on its own by a process with the default signing. An unsigned record changed
+/// in the database, its chain hashed again so that the chain alone still links, fails both.
+#[test]
+fn records_written_unsigned_are_verified_through_their_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    drop(serve_command(
+        dir.path(),
+        &tools(),
+        &policy(&project),
+        &[],
+        std::process::Stdio::null(),
+    ));
+    let call = |signing: &str, n: u32| -> Value {
+        let out = vak_in(dir.path())
+            .args(["--signing", signing, "call", "stats"])
+            .arg(json!({ "values": [n] }).to_string())
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let unsigned: Vec<Value> = (1..=3).map(|n| call("checkpoints", n)).collect();
+    assert!(
+        unsigned.iter().all(|r| r["signature"].is_null()),
+        "{unsigned:?}"
+    );
+    let signed = call("records", 4);
+    assert!(signed["signature"].is_object(), "{signed}");
+    let vak = |args: &[&str]| {
+        let o = vak_in(dir.path()).args(args).output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        (o.status.code(), text)
+    };
+    for r in &unsigned {
+        let (code, out) = vak(&["audit", "show", r["call_id"].as_str().unwrap()]);
+        assert_eq!(code, Some(0), "{out}");
+        assert!(out.contains("checks out"), "{out}");
+    }
+    let (code, out) = vak(&["audit", "verify"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("journal ok: 8 entries"), "{out}");
+
+    // The second call's record made to say it was refused, and its chain hashed again.
+    let path = dir.path().join("state/journal.sqlite");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let rows: Vec<(i64, String, i64, String, String)> = conn
+        .prepare(
+            "SELECT seq, chain, chain_seq, call_id, record FROM records ORDER BY chain, chain_seq",
+        )
+        .unwrap()
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let target = unsigned[1]["call_id"].as_str().unwrap();
+    let mut prev = String::new();
+    let mut changed = false;
+    for (seq, chain, chain_seq, call_id, text) in rows {
+        if chain_seq == 1 {
+            prev = vak_host::journal::chain::GENESIS.to_string();
+        }
+        let text = if call_id == target && text.contains("\"status\":\"completed\"") {
+            changed = true;
+            text.replacen("\"status\":\"completed\"", "\"status\":\"refused\"", 1)
+        } else {
+            text
+        };
+        let hash = vak_host::journal::chain::entry_hash(&prev, Some(&chain), chain_seq, &text);
+        conn.execute(
+            "UPDATE records SET record = ?1, prev_hash = ?2, hash = ?3 WHERE seq = ?4",
+            rusqlite::params![text, prev, hash, seq],
+        )
+        .unwrap();
+        prev = hash;
+    }
+    assert!(changed, "the record says completed");
+    let (code, out) = vak(&["audit", "show", target]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("signs another chain"), "{out}");
+    let (code, out) = vak(&["audit", "verify"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("signs another chain"), "{out}");
+}
+
+/// Over MCP, a result's `_meta["dev.vak/journal"]` gives the record's place in its chain and
+/// says what signs it: the record itself by default, a checkpoint with `--signing
+/// checkpoints`; the entry it names is the call's, and checks out once the server is gone.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_result_names_its_journal_entry_and_what_signs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    for (signing, signed_by) in [("records", "record"), ("checkpoints", "checkpoint")] {
+        let mut server = serve_command(
+            dir.path(),
+            &tools(),
+            &policy(&project),
+            &["--signing", signing],
+            std::process::Stdio::null(),
+        )
+        .spawn()
+        .expect("spawn vak serve");
+        let mut client = client_of(&mut server);
+        client.initialize("2025-11-25").await;
+        let r = client
+            .request(
+                "tools/call",
+                tool_call("stats", json!({ "values": [1, 2] })),
+            )
+            .await;
+        let meta = &r["result"]["_meta"];
+        let place = &meta["dev.vak/journal"];
+        assert_eq!(place["signed_by"], signed_by, "{r}");
+        let hash = place["hash"].as_str().expect("the entry's hash");
+        drop(client);
+        tokio::time::timeout(Duration::from_secs(20), server.wait())
+            .await
+            .expect("the server ends with its client")
+            .unwrap();
+        let conn = rusqlite::Connection::open(dir.path().join("state/journal.sqlite")).unwrap();
+        let (call_id, chain, entry): (String, String, i64) = conn
+            .query_row(
+                "SELECT call_id, chain, chain_seq FROM records WHERE hash = ?1",
+                [hash],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+            .expect("the entry _meta names");
+        assert_eq!(call_id, meta["dev.vak/call_id"].as_str().unwrap());
+        assert_eq!(
+            (place["chain"].as_str(), place["entry"].as_i64()),
+            (Some(chain.as_str()), Some(entry))
+        );
+        let out = vak_in(dir.path())
+            .args(["audit", "show", &call_id])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    let out = vak_in(dir.path())
+        .args(["audit", "verify"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}

@@ -9,6 +9,10 @@
 //! commit of n records costs one signature instead of n. A record alone in its commit (every
 //! sequential call) is signed by itself, exactly as before.
 //!
+//! With [`Signing::Checkpoints`], entries of the local journal are written unsigned and the
+//! journal's indexer signs a checkpoint over each batch it inserts (`vak_core::chain::Checkpoint`):
+//! the call path pays a digest instead of a signature.
+//!
 //! Checking a signature is pure and lives with the chain (`vak_core::chain::seal`); this module
 //! reads a record's signature for it. The key ([`HostKey`], in `key`) signs; reading a key file
 //! (`keyfile`) is the only file access here.
@@ -24,6 +28,20 @@ use crate::record::CallRecord;
 use vak_core::chain::seal::{self, Seal, merkle};
 
 pub use vak_core::record::{BatchProof, RecordSignature};
+
+/// What the host signs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Signing {
+    /// Every record and `started` entry, on the call path (alone, or as one of a group
+    /// commit's batch): what a caller gets back is signed.
+    #[default]
+    Records,
+    /// Checkpoints of the local journal's chain, off the call path: a record the journal took
+    /// comes back unsigned, with its place in the chain, and is signed once indexed. Where there
+    /// is no local journal (`--no-journal`, a shared store), records are signed as with
+    /// `Records`.
+    Checkpoints,
+}
 
 /// Why a key could not be made or loaded.
 #[derive(Debug, thiserror::Error)]

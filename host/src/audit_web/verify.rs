@@ -93,6 +93,7 @@ impl Verifier {
                     entries = v.entries,
                     ms = took.as_millis() as u64,
                     bad = v.first_bad.is_some(),
+                    unsigned = v.unsigned.len(),
                     "journal verified"
                 );
             }

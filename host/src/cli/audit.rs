@@ -307,6 +307,26 @@ async fn verify(store: &vak_host::Store, key: &[String]) -> ExitCode {
         Ok(v) => {
             let chains = v.heads.len();
             let verdict = match &v.first_bad {
+                None if !v.unsigned.is_empty() => {
+                    let entries: i64 = v.unsigned.iter().map(|u| u.to - u.from + 1).sum();
+                    say!(
+                        "journal UNSIGNED: {} entries in {chains} chain{} check out, but {entries} of them were written unsigned and no checkpoint signs them (their process ended before its indexer signed them, or they were added behind its back): linked, not verified",
+                        v.entries,
+                        if chains == 1 { "" } else { "s" },
+                    );
+                    for u in &v.unsigned {
+                        say!(
+                            "  unsigned: {}entries {} to {}",
+                            u.chain
+                                .as_deref()
+                                .map(|c| format!("chain {} ", render::neutralise_line(c)))
+                                .unwrap_or_default(),
+                            u.from,
+                            u.to
+                        );
+                    }
+                    ExitCode::from(1)
+                }
                 None => {
                     say!(
                         "journal ok: {} entries in {chains} chain{}, chains and signatures verified ({} records, {} started entries; {} calls interrupted, {} running)",

@@ -66,6 +66,22 @@ impl From<MemoryResetArg> for vak_host::MemoryReset {
     }
 }
 
+/// `--signing`: [`vak_host::signing::Signing`] as the command line spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SigningArg {
+    Records,
+    Checkpoints,
+}
+
+impl From<SigningArg> for vak_host::signing::Signing {
+    fn from(arg: SigningArg) -> Self {
+        match arg {
+            SigningArg::Records => vak_host::signing::Signing::Records,
+            SigningArg::Checkpoints => vak_host::signing::Signing::Checkpoints,
+        }
+    }
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "vak",
@@ -119,6 +135,13 @@ struct Cli {
     /// copy would sign different records with the same nonces, which gives the key away.
     #[arg(long, global = true)]
     nonces_ahead: bool,
+    /// What the signing key signs: `records`, each record and `started` entry on the call path
+    /// (what a caller gets back is signed), or `checkpoints`, a checkpoint over each batch of
+    /// the journal's entries, off the call path: a call then waits for no signature, and its
+    /// record is signed in the journal within milliseconds (`vak audit show`, `vak audit
+    /// verify`). Without a local journal, records are signed either way.
+    #[arg(long, global = true, value_name = "WHAT", default_value = "records")]
+    signing: SigningArg,
     /// Do not append records to the journal ($VAK_STATE_DIR/journal.sqlite by default).
     #[arg(long, global = true, conflicts_with = "store")]
     no_journal: bool,

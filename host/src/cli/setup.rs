@@ -113,7 +113,8 @@ pub(super) async fn build_host(
         cli.no_cache,
     )
     .store(store)
-    .signing_key(key);
+    .signing_key(key)
+    .signing(cli.signing.into());
     if let Some(approver) = approver {
         builder = builder.approver(approver);
     }

@@ -5,7 +5,9 @@
 //! - a tool error, a refusal (the schema's violations with their pointers, a denial, a budget)
 //!   or a failure in the sandbox: `isError: true` with a text the model can read and act on;
 //! - always: `_meta` with the call id, status, stage, verification label, requirement outcomes
-//!   and receipts, so a client can cite what the host really observed.
+//!   and receipts, so a client can cite what the host really observed; and, once journaled, the
+//!   record's place in its chain (`dev.vak/journal`: chain, entry, hash, and whether the record
+//!   carries its signature or a checkpoint of the journal signs it).
 
 use crate::record::{CallRecord, Status};
 use serde_json::{Value, json};
@@ -197,6 +199,19 @@ fn meta(record: &CallRecord) -> Value {
     let evidence: Vec<Value> = record.evidence.iter().map(|e| e.joined()).collect();
     m.insert(key("evidence"), Value::Array(evidence));
     m.insert(key("usage"), json!(record.usage));
+    if let Some(Ok(place)) = &record.journaled {
+        // Without its signature (`--signing checkpoints`), the entry's hash is what the client
+        // holds: the checkpoint that covers it signs it within milliseconds.
+        m.insert(
+            key("journal"),
+            json!({
+                "chain": place.node.as_ref().map(|n| &n.0),
+                "entry": place.node.as_ref().map(|n| n.1),
+                "hash": place.hash,
+                "signed_by": if record.signature.is_some() { "record" } else { "checkpoint" },
+            }),
+        );
+    }
     if let Some(e) = &record.error {
         m.insert(key("error"), json!(e));
     }

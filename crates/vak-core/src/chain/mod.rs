@@ -9,9 +9,11 @@
 //! chain_seq)`. What an entry's text means (a call's `started` entry or its final record) the
 //! chain knows only through [`ChainEntry`].
 
+mod checkpoint;
 pub mod seal;
 mod walk;
 
+pub use checkpoint::{Checkpoint, Unsigned};
 pub use seal::VerifyError;
 pub use walk::ChainCheck;
 
@@ -119,6 +121,16 @@ impl Stored {
     /// Check the entry by itself: its hash over its text and place, its text against its
     /// columns, and its signature. The parsed entry, or why it does not check out.
     pub fn check_alone<E: ChainEntry>(&self, trusted: &[impl AsRef<str>]) -> Result<E, String> {
+        let parsed = self.check_content::<E>()?;
+        if let Err(e) = parsed.verify_signature(trusted) {
+            return Err(format!("its signature: {e}"));
+        }
+        Ok(parsed)
+    }
+
+    /// Check the entry by itself but for its signature: its hash over its text and place, and
+    /// its text against its columns. The parsed entry, or why it does not check out.
+    pub fn check_content<E: ChainEntry>(&self) -> Result<E, String> {
         let chain = (!self.legacy).then_some(self.chain.as_str());
         if entry_hash(&self.prev_hash, chain, self.chain_seq, &self.text) != self.hash {
             return Err("its content does not match its hash".into());
@@ -129,9 +141,6 @@ impl Stored {
         }
         if parsed.call_id() != self.call_id {
             return Err("its indexed call id differs from its entry".into());
-        }
-        if let Err(e) = parsed.verify_signature(trusted) {
-            return Err(format!("its signature: {e}"));
         }
         Ok(parsed)
     }
@@ -147,6 +156,62 @@ pub fn check_links<E: ChainEntry>(
     after: Option<&str>,
 ) -> Result<(), String> {
     row.check_alone::<E>(&[] as &[&str])?;
+    links(row, before, after)
+}
+
+/// Check an entry written unsigned, read alone: by itself but for a signature, its links, and
+/// the checkpoint that covers it. `run` holds the entries after it in its chain, in order, up to
+/// the checkpoint's last: each must link to the one before and match its hash, and the last's
+/// hash must be the one the checkpoint signs (with any key: `vak audit verify --key` is what
+/// requires the host's).
+pub fn check_covered<E: ChainEntry>(
+    row: &Stored,
+    before: Option<&str>,
+    run: &[Stored],
+    checkpoint: Option<&Checkpoint>,
+) -> Result<(), String> {
+    row.check_content::<E>()?;
+    let Some(cp) = checkpoint
+        .filter(|cp| cp.chain == row.chain && cp.from <= row.chain_seq && row.chain_seq <= cp.seq)
+    else {
+        return Err("it is unsigned, and no checkpoint of its chain covers it".into());
+    };
+    links(row, before, run.first().map(|n| n.prev_hash.as_str()))?;
+    let chain = (!row.legacy).then_some(row.chain.as_str());
+    let (mut seq, mut hash) = (row.chain_seq, row.hash.as_str());
+    for next in run.iter().take_while(|n| n.chain_seq <= cp.seq) {
+        if next.chain_seq != seq + 1 || next.prev_hash != hash {
+            return Err(format!(
+                "entry {} of its chain, before its checkpoint, is missing or does not link",
+                seq + 1
+            ));
+        }
+        if entry_hash(&next.prev_hash, chain, next.chain_seq, &next.text) != next.hash {
+            return Err(format!(
+                "entry {} of its chain, before its checkpoint, does not match its hash",
+                next.chain_seq
+            ));
+        }
+        (seq, hash) = (next.chain_seq, next.hash.as_str());
+    }
+    if seq != cp.seq {
+        return Err(format!(
+            "entry {} of its chain, before its checkpoint, is missing",
+            seq + 1
+        ));
+    }
+    if hash != cp.head {
+        return Err(
+            "its checkpoint signs another chain: an entry up to the checkpoint was changed after it was signed"
+                .into(),
+        );
+    }
+    cp.verify(&[] as &[&str]).map(drop)
+}
+
+/// An entry's links: `before`, the hash of the entry before it ([`GENESIS`] for a chain's first;
+/// `None`: that entry is missing); `after`, the hash the next entry names as its predecessor's.
+fn links(row: &Stored, before: Option<&str>, after: Option<&str>) -> Result<(), String> {
     match before {
         None => {
             return Err(format!(
@@ -199,6 +264,9 @@ pub struct Verification {
     pub interrupted: Vec<Unfinished>,
     /// Calls started without a final record whose process still holds their chain: running now.
     pub running: Vec<Unfinished>,
+    /// Entries written unsigned that no checkpoint covers (a local journal with `--signing
+    /// checkpoints` whose process died before signing them): linked, not verified.
+    pub unsigned: Vec<Unsigned>,
 }
 
 /// The head of one chain.

@@ -1,8 +1,11 @@
 //! The walk of every chain, entry by entry: the one check both the local journal and the shared
 //! store run for `verify`.
 
-use super::{ChainEntry, GENESIS, Head, Kind, Stored, Unfinished, Verification};
-use std::collections::HashMap;
+use super::{
+    ChainEntry, Checkpoint, GENESIS, Head, Kind, Stored, Unfinished, Unsigned, Verification,
+    VerifyError,
+};
+use std::collections::{HashMap, VecDeque};
 use std::marker::PhantomData;
 
 /// The chain being walked.
@@ -16,6 +19,10 @@ struct Current {
     open: HashMap<String, (String, String, i64, i64)>,
     /// Whether the chain has had a `started` entry: from then on, every call that ran needs one.
     write_ahead: bool,
+    /// The chain's checkpoints not yet reached, by place.
+    checkpoints: VecDeque<Checkpoint>,
+    /// Runs of entries written unsigned and not yet covered by a checkpoint (first, last).
+    pending: Vec<(i64, i64)>,
 }
 
 /// The walk of every chain, one entry at a time in (chain, chain_seq) order: each entry's place
@@ -23,6 +30,12 @@ struct Current {
 /// its signature; and the write-ahead rule: once a chain holds `started` entries, a record of a
 /// call that ran (it has limits) follows its call's `started` entry, for the same tool and
 /// arguments. `E` reads the entries' text.
+///
+/// Every entry must carry its own signature, unless the walk was given checkpoints
+/// ([`ChainCheck::with_checkpoints`]): then an entry written unsigned checks out once a
+/// checkpoint of its chain covers it and signs the hash its chain reaches there; a checkpoint
+/// that signs another hash, or an entry the chain no longer holds, is a bad entry; unsigned runs
+/// no checkpoint covers are [`Verification::unsigned`].
 pub struct ChainCheck<E> {
     pub entries: u64,
     pub records: u64,
@@ -30,6 +43,12 @@ pub struct ChainCheck<E> {
     pub heads: Vec<Head>,
     pub unfinished: Vec<Unfinished>,
     current: Option<Current>,
+    /// Each chain's checkpoints, by place; `None`: every entry must be signed by itself.
+    checkpoints: Option<HashMap<String, VecDeque<Checkpoint>>>,
+    unsigned: Vec<Unsigned>,
+    /// A chain whose checkpoint names an entry beyond its last: its last entry's global place,
+    /// and why.
+    cut: Option<(i64, String)>,
     entry: PhantomData<fn() -> E>,
 }
 
@@ -42,12 +61,35 @@ impl<E> Default for ChainCheck<E> {
             heads: Vec::new(),
             unfinished: Vec::new(),
             current: None,
+            checkpoints: None,
+            unsigned: Vec::new(),
+            cut: None,
             entry: PhantomData,
         }
     }
 }
 
 impl<E: ChainEntry> ChainCheck<E> {
+    /// A walk that takes entries written unsigned when `checkpoints` (of any chains, in any
+    /// order) cover them.
+    pub fn with_checkpoints(checkpoints: impl IntoIterator<Item = Checkpoint>) -> Self {
+        let mut by_chain: HashMap<String, Vec<Checkpoint>> = HashMap::new();
+        for cp in checkpoints {
+            by_chain.entry(cp.chain.clone()).or_default().push(cp);
+        }
+        let by_chain = by_chain
+            .into_iter()
+            .map(|(chain, mut cps)| {
+                cps.sort_by_key(|cp| cp.seq);
+                (chain, VecDeque::from(cps))
+            })
+            .collect();
+        ChainCheck {
+            checkpoints: Some(by_chain),
+            ..ChainCheck::default()
+        }
+    }
+
     /// Check the next entry; why it does not check out (naming its chain and place), if it
     /// does not.
     pub fn next(&mut self, row: &Stored, trusted: &[impl AsRef<str>]) -> Option<String> {
@@ -72,6 +114,12 @@ impl<E: ChainEntry> ChainCheck<E> {
                 gseq: 0,
                 open: HashMap::new(),
                 write_ahead: false,
+                checkpoints: self
+                    .checkpoints
+                    .as_mut()
+                    .and_then(|c| c.remove(&row.chain))
+                    .unwrap_or_default(),
+                pending: Vec::new(),
             });
         }
         let Some(current) = self.current.as_mut() else {
@@ -86,7 +134,17 @@ impl<E: ChainEntry> ChainCheck<E> {
         if row.seq <= current.gseq {
             return Err("committed before the entry it follows".into());
         }
-        let entry: E = row.check_alone(trusted)?;
+        let entry: E = row.check_content()?;
+        match entry.verify_signature(trusted) {
+            Ok(_) => {}
+            Err(VerifyError::Unsigned) if self.checkpoints.is_some() => {
+                match current.pending.last_mut() {
+                    Some((_, last)) if *last + 1 == row.chain_seq => *last = row.chain_seq,
+                    _ => current.pending.push((row.chain_seq, row.chain_seq)),
+                }
+            }
+            Err(e) => return Err(format!("its signature: {e}")),
+        }
         match entry.kind() {
             Kind::Started => {
                 self.started += 1;
@@ -133,6 +191,32 @@ impl<E: ChainEntry> ChainCheck<E> {
         current.seq = row.chain_seq;
         current.hash = row.hash.clone();
         current.gseq = row.seq;
+        while let Some(cp) = current
+            .checkpoints
+            .front()
+            .filter(|cp| cp.seq <= row.chain_seq)
+        {
+            if cp.seq < row.chain_seq || cp.head != row.hash {
+                return Err(format!(
+                    "its checkpoint at entry {} signs another chain: an entry up to it was changed after it was signed",
+                    cp.seq
+                ));
+            }
+            cp.verify(trusted)?;
+            // The runs before its first entry stay unsigned; those from it on are covered.
+            let from = cp.from;
+            let chain = (!current.legacy).then(|| current.chain.clone());
+            for (first, last) in std::mem::take(&mut current.pending) {
+                if first < from {
+                    self.unsigned.push(Unsigned {
+                        chain: chain.clone(),
+                        from: first,
+                        to: last.min(from - 1),
+                    });
+                }
+            }
+            current.checkpoints.pop_front();
+        }
         Ok(())
     }
 
@@ -142,6 +226,23 @@ impl<E: ChainEntry> ChainCheck<E> {
             return;
         };
         let chain = (!c.legacy).then(|| c.chain.clone());
+        if let Some(cp) = c.checkpoints.front()
+            && self.cut.is_none()
+        {
+            self.cut = Some((
+                c.gseq,
+                format!(
+                    "chain {}: its checkpoint signs entry {}, beyond its last ({}): entries were cut off its end",
+                    c.chain, cp.seq, c.seq
+                ),
+            ));
+        }
+        self.unsigned
+            .extend(c.pending.iter().map(|&(from, to)| Unsigned {
+                chain: chain.clone(),
+                from,
+                to,
+            }));
         if c.seq > 0 {
             self.heads.push(Head {
                 node: chain.clone(),
@@ -166,6 +267,22 @@ impl<E: ChainEntry> ChainCheck<E> {
     /// The walk's result, ended at `first_bad` if an entry did not check out.
     pub fn finish(mut self, first_bad: Option<(i64, String)>) -> Verification {
         self.close();
+        // Checkpoints of a chain that holds no entry at all (the walk ended at a bad entry
+        // before reaching every chain says nothing of them).
+        let emptied = self.checkpoints.as_ref().and_then(|c| {
+            c.iter()
+                .find(|(_, cps)| !cps.is_empty())
+                .map(|(chain, cps)| {
+                    (
+                        0,
+                        format!(
+                            "chain {chain}: its checkpoint signs entry {}, but the chain holds no entries",
+                            cps[0].seq
+                        ),
+                    )
+                })
+        });
+        let first_bad = first_bad.or(self.cut).or(emptied);
         Verification {
             entries: self.entries,
             records: self.records,
@@ -174,6 +291,7 @@ impl<E: ChainEntry> ChainCheck<E> {
             heads: self.heads,
             interrupted: self.unfinished,
             running: Vec::new(),
+            unsigned: self.unsigned,
         }
     }
 }
@@ -209,6 +327,9 @@ mod tests {
             self.0["ran"] == true
         }
         fn verify_signature(&self, _: &[impl AsRef<str>]) -> Result<String, VerifyError> {
+            if self.0.get("unsigned").is_some() {
+                return Err(VerifyError::Unsigned);
+            }
             match self.0.get("forged") {
                 Some(_) => Err(VerifyError::Mismatch),
                 None => Ok("key".into()),
@@ -305,5 +426,136 @@ mod tests {
         assert_eq!(v.interrupted.len(), 1);
         assert_eq!(v.interrupted[0].call_id, "a");
         assert_eq!(v.interrupted[0].chain.as_deref(), Some("c"));
+    }
+
+    const U1: &str = r#"{"call":"a","unsigned":true}"#;
+    const U2: &str = r#"{"call":"b","unsigned":true}"#;
+    const U3: &str = r#"{"call":"c","unsigned":true}"#;
+
+    /// A checkpoint of chain `c` over entries `from` to `seq` of `rows`, signed by a fixed key.
+    fn checkpoint(rows: &[Stored], from: i64, seq: i64) -> Checkpoint {
+        use ed25519_dalek::{Signer, SigningKey};
+        let key = SigningKey::from_bytes(&[7; 32]);
+        let head = rows[seq as usize - 1].hash.clone();
+        let at = "2026-12-07T00:00:00Z".to_string();
+        let message = Checkpoint::message("c", from, seq, &head, &at);
+        Checkpoint {
+            chain: "c".into(),
+            from,
+            seq,
+            head,
+            at,
+            public_key: hex::encode(key.verifying_key().as_bytes()),
+            signature: hex::encode(key.sign(&message).to_bytes()),
+        }
+    }
+
+    fn walk_with(rows: &[Stored], checkpoints: Vec<Checkpoint>) -> Verification {
+        let mut check = ChainCheck::<Fake>::with_checkpoints(checkpoints);
+        let bad = rows
+            .iter()
+            .find_map(|r| check.next(r, &[] as &[&str]).map(|why| (r.seq, why)));
+        check.finish(bad)
+    }
+
+    /// Entries written unsigned check out under a checkpoint that signs their chain's hash; a
+    /// run no checkpoint covers is reported unsigned, not verified; without checkpoints an
+    /// unsigned entry is a bad one.
+    #[test]
+    fn checkpoints_cover_unsigned_entries() {
+        let rows = chain(&[U1, U2, U3]);
+        let v = walk_with(
+            &rows,
+            vec![checkpoint(&rows, 1, 2), checkpoint(&rows, 3, 3)],
+        );
+        assert_eq!((v.entries, &v.first_bad, &v.unsigned), (3, &None, &vec![]));
+
+        // The last entry's checkpoint never came: it stays unsigned.
+        let v = walk_with(&rows, vec![checkpoint(&rows, 1, 2)]);
+        assert_eq!(v.first_bad, None);
+        let tail = Unsigned {
+            chain: Some("c".into()),
+            from: 3,
+            to: 3,
+        };
+        assert_eq!(v.unsigned, vec![tail]);
+
+        // A checkpoint vouches only for its own run: entry 1, before it, is not covered.
+        let v = walk_with(&rows, vec![checkpoint(&rows, 2, 3)]);
+        assert_eq!(v.first_bad, None);
+        assert_eq!((v.unsigned[0].from, v.unsigned[0].to), (1, 1));
+
+        // Without checkpoints, each entry must carry its own signature.
+        let why = walk(&rows).first_bad.unwrap().1;
+        assert_eq!(
+            why,
+            "chain c entry 1: its signature: the record is not signed"
+        );
+    }
+
+    /// An entry changed under a checkpoint (its chain rehashed to hide it), a forged checkpoint
+    /// and a chain cut short after its checkpoint are bad.
+    #[test]
+    fn a_checkpoint_catches_what_the_hash_chain_alone_cannot() {
+        let rows = chain(&[U1, U2, U3]);
+        let signed = vec![checkpoint(&rows, 1, 3)];
+        let rewritten = chain(&[U1, r#"{"call":"b","unsigned":true,"x":1}"#, U3]);
+        let why = walk_with(&rewritten, signed.clone()).first_bad.unwrap().1;
+        assert_eq!(
+            why,
+            "chain c entry 3: its checkpoint at entry 3 signs another chain: an entry up to it \
+             was changed after it was signed"
+        );
+
+        let mut forged = signed.clone();
+        forged[0].at = "2026-12-08T00:00:00Z".into();
+        let why = walk_with(&rows, forged).first_bad.unwrap().1;
+        assert!(
+            why.starts_with(
+                "chain c entry 3: its checkpoint's signature: the signature does not match"
+            ),
+            "{why}"
+        );
+
+        let (seq, why) = walk_with(&rows[..2], signed.clone()).first_bad.unwrap();
+        assert_eq!(
+            (seq, why.as_str()),
+            (
+                2,
+                "chain c: its checkpoint signs entry 3, beyond its last (2): entries were cut off its end"
+            )
+        );
+        let why = walk_with(&[], signed).first_bad.unwrap().1;
+        assert!(why.ends_with("but the chain holds no entries"), "{why}");
+    }
+
+    /// Read alone, an unsigned entry checks out through the entries up to its checkpoint.
+    #[test]
+    fn an_unsigned_entry_read_alone_is_checked_up_to_its_checkpoint() {
+        use crate::chain::check_covered;
+        let rows = chain(&[U1, U2, U3]);
+        let cp = checkpoint(&rows, 1, 3);
+        assert_eq!(
+            check_covered::<Fake>(&rows[0], Some(GENESIS), &rows[1..], Some(&cp)),
+            Ok(())
+        );
+        assert_eq!(
+            check_covered::<Fake>(&rows[0], Some(GENESIS), &rows[1..], None),
+            Err("it is unsigned, and no checkpoint of its chain covers it".into())
+        );
+        let rewritten = chain(&[U1, r#"{"call":"b","unsigned":true,"x":1}"#, U3]);
+        assert_eq!(
+            check_covered::<Fake>(&rewritten[0], Some(GENESIS), &rewritten[1..], Some(&cp)),
+            Err(
+                "its checkpoint signs another chain: an entry up to the checkpoint was changed \
+                 after it was signed"
+                    .into()
+            )
+        );
+        assert!(
+            check_covered::<Fake>(&rows[0], Some(GENESIS), &rows[1..2], Some(&cp))
+                .unwrap_err()
+                .contains("is missing")
+        );
     }
 }

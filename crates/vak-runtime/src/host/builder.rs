@@ -19,6 +19,7 @@ pub struct HostBuilder {
     sources: Vec<(String, Vec<u8>)>,
     store: Store,
     key: Option<HostKey>,
+    signing: crate::signing::Signing,
     registry: crate::registry::Registry,
     secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
     approver: Option<Arc<dyn crate::approval::Approver>>,
@@ -40,6 +41,7 @@ impl HostBuilder {
             sources: Vec::new(),
             store: Store::default(),
             key: None,
+            signing: crate::signing::Signing::default(),
             registry: crate::registry::Registry::builtin(),
             secrets: crate::secrets::FileSecrets::default_path()
                 .ok()
@@ -114,6 +116,13 @@ impl HostBuilder {
     /// [`crate::signing`], and when not to).
     pub fn signing_key(mut self, key: HostKey) -> Self {
         self.key = Some(key);
+        self
+    }
+
+    /// What the key signs: every record (the default), or checkpoints of the local journal's
+    /// chain, off the call path (see [`crate::signing::Signing`]).
+    pub fn signing(mut self, signing: crate::signing::Signing) -> Self {
+        self.signing = signing;
         self
     }
 
@@ -223,6 +232,12 @@ impl HostBuilder {
             }
             examinations.push(exam);
         }
+        let key = Arc::new(key);
+        if self.signing == crate::signing::Signing::Checkpoints
+            && let Some(journal) = self.store.local()
+        {
+            journal.sign_checkpoints(key.clone());
+        }
         let grant_digests = tools
             .iter()
             .map(|(name, tool)| {
@@ -239,7 +254,7 @@ impl HostBuilder {
                 examinations,
                 store: self.store,
                 named: std::sync::Mutex::default(),
-                key: Arc::new(key),
+                key,
                 registry: self.registry,
                 secrets: self.secrets,
                 approver: self.approver,

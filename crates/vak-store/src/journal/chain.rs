@@ -3,7 +3,8 @@
 //! is `vak_core::chain`, re-exported here, which every journal (local or shared) calls.
 
 pub use vak_core::chain::{
-    GENESIS, JOURNAL_UNAVAILABLE, Kind, Stored, Unfinished, VerifyError, entry_hash,
+    Checkpoint, GENESIS, JOURNAL_UNAVAILABLE, Kind, Stored, Unfinished, Unsigned, VerifyError,
+    check_covered, entry_hash,
 };
 
 use crate::record::{CallRecord, Limits};

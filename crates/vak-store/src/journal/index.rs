@@ -8,10 +8,12 @@
 //! gapless and single.
 
 use super::{Durability, JournalError, Row, sqlite};
+use crate::signing::HostKey;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use vak_core::chain::Checkpoint;
 
 /// The most entries the indexer inserts in one transaction.
 pub const INDEX_BATCH: usize = 1024;
@@ -32,8 +34,9 @@ const CATCH_UP_WAIT: Duration = Duration::from_secs(30);
 const BUSY_TIMEOUT_MS: u32 = 10_000;
 
 /// The schema's version (`PRAGMA user_version`): 2 since chains have ids, 3 since entries have
-/// their session as a column and the list's filters by tool and session are indexed.
-const SCHEMA_VERSION: i64 = 3;
+/// their session as a column and the list's filters by tool and session are indexed, 4 since
+/// chains have signed checkpoints (`checkpoints`).
+const SCHEMA_VERSION: i64 = 4;
 
 /// A connection to the journal's database at `path` (made 0600 when it is new: SQLite gives its
 /// WAL and shared-memory files the database file's mode).
@@ -58,6 +61,9 @@ pub(super) fn connect(path: &Path, durability: Durability) -> Result<Connection,
 }
 
 /// Bring the schema to [`SCHEMA_VERSION`], once, whichever process comes first.
+///
+/// Version 4 adds the `checkpoints` table: each a signed run of one chain's entries
+/// (`vak_core::chain::Checkpoint`), keyed by the chain and its last entry.
 ///
 /// Version 3 gives each entry its session as a column, and indexes it and the tool (with the
 /// time, for the list's order). Version 2 gives each entry its chain, its place there and its
@@ -150,7 +156,17 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), JournalE
              pid INTEGER NOT NULL,
              taken_at TEXT NOT NULL
          );
-         PRAGMA user_version = 3;",
+         CREATE TABLE IF NOT EXISTS checkpoints (
+             chain TEXT NOT NULL,
+             seq INTEGER NOT NULL,
+             from_seq INTEGER NOT NULL,
+             head TEXT NOT NULL,
+             at TEXT NOT NULL,
+             public_key TEXT NOT NULL,
+             signature TEXT NOT NULL,
+             PRIMARY KEY (chain, seq)
+         );
+         PRAGMA user_version = 4;",
     )
     .map_err(&err)?;
     tx.commit().map_err(&err)
@@ -165,11 +181,14 @@ pub(super) struct Indexed {
     pub(super) hash: String,
 }
 
-/// Insert `rows` in one transaction (each gets the next global `seq`).
+/// Insert `rows` in one transaction (each gets the next global `seq`); with `key`, a checkpoint
+/// it signs over them too (`rows` are then one run of one chain: the indexer's), so that no
+/// reader ever sees them without it.
 pub(super) fn insert(
     conn: &mut Connection,
     path: &Path,
     rows: &[Indexed],
+    key: Option<&HostKey>,
 ) -> Result<(), JournalError> {
     let err = sqlite(path);
     let tx = conn
@@ -211,7 +230,67 @@ pub(super) fn insert(
                 .map_err(&err)?;
         }
     }
+    if let (Some(key), Some(first), Some(last)) = (key, rows.first(), rows.last()) {
+        let cp = key.sign_checkpoint(&last.chain, first.chain_seq, last.chain_seq, &last.hash);
+        tx.prepare_cached(
+            "INSERT INTO checkpoints (chain, seq, from_seq, head, at, public_key, signature)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .and_then(|mut insert| {
+            insert.execute(params![
+                cp.chain,
+                cp.seq,
+                cp.from,
+                cp.head,
+                cp.at,
+                cp.public_key,
+                cp.signature
+            ])
+        })
+        .map_err(&err)?;
+    }
     tx.commit().map_err(&err)
+}
+
+/// Every chain's checkpoints.
+pub(super) fn checkpoints(conn: &Connection, path: &Path) -> Result<Vec<Checkpoint>, JournalError> {
+    let err = sqlite(path);
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT chain, from_seq, seq, head, at, public_key, signature FROM checkpoints",
+        )
+        .map_err(&err)?;
+    let rows = stmt.query_map([], checkpoint).map_err(&err)?;
+    rows.collect::<Result<_, _>>().map_err(&err)
+}
+
+/// The checkpoint that covers entry `chain_seq` of `chain`, if one does.
+pub(super) fn covering(
+    conn: &Connection,
+    path: &Path,
+    chain: &str,
+    chain_seq: i64,
+) -> Result<Option<Checkpoint>, JournalError> {
+    conn.query_row(
+        "SELECT chain, from_seq, seq, head, at, public_key, signature FROM checkpoints
+         WHERE chain = ?1 AND seq >= ?2 AND from_seq <= ?2 ORDER BY seq LIMIT 1",
+        params![chain, chain_seq],
+        checkpoint,
+    )
+    .optional()
+    .map_err(sqlite(path))
+}
+
+fn checkpoint(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
+    Ok(Checkpoint {
+        chain: r.get(0)?,
+        from: r.get(1)?,
+        seq: r.get(2)?,
+        head: r.get(3)?,
+        at: r.get(4)?,
+        public_key: r.get(5)?,
+        signature: r.get(6)?,
+    })
 }
 
 /// `chain`'s head as stored: its last entry's place and hash.
@@ -262,6 +341,8 @@ pub(super) struct Index {
     more: Condvar,
     /// Wakes those waiting for the indexer: records inserted, or an insert failed.
     progress: Condvar,
+    /// The key that signs a checkpoint over each batch inserted (`--signing checkpoints`).
+    checkpoint_key: Mutex<Option<Arc<HostKey>>>,
 }
 
 struct Queue {
@@ -289,7 +370,24 @@ impl Index {
             }),
             more: Condvar::new(),
             progress: Condvar::new(),
+            checkpoint_key: Mutex::new(None),
         }
+    }
+
+    /// Sign a checkpoint over each batch inserted from now on, with `key`.
+    pub(super) fn sign_checkpoints(&self, key: Arc<HostKey>) {
+        *self
+            .checkpoint_key
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(key);
+    }
+
+    /// Whether a checkpoint is signed over each batch.
+    pub(super) fn signs_checkpoints(&self) -> bool {
+        self.checkpoint_key
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -400,7 +498,12 @@ impl Index {
             let take = q.rows.len().min(INDEX_BATCH);
             let rows: Vec<Indexed> = q.rows.drain(..take).collect();
             drop(q);
-            let inserted = insert(&mut conn, path, &rows);
+            let key = self
+                .checkpoint_key
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let inserted = insert(&mut conn, path, &rows, key.as_deref());
             q = self.lock();
             match inserted {
                 Ok(()) => {

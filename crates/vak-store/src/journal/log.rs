@@ -213,7 +213,7 @@ fn index_held(
     }
     if !rows.is_empty() {
         tracing::info!(log = %at.display(), entries = rows.len(), "indexing what a journal's log held beyond its database");
-        index::insert(conn, path, &rows)?;
+        index::insert(conn, path, &rows, None)?;
     }
     Ok((last, laps))
 }

@@ -533,15 +533,36 @@ impl Journal {
         Ok(committed.entry)
     }
 
+    /// Sign checkpoints with `key` from now on, instead of entries: entries are appended
+    /// unsigned ([`Journal::append_signing`] and [`Journal::append_started`] leave them so), and
+    /// the indexer signs a checkpoint over each batch it inserts, in the same transaction
+    /// ([`vak_core::chain::Checkpoint`]). The call path then pays a digest, not a signature; an
+    /// entry's signature exists once it is indexed (within [`INDEX_DELAY`] under light load,
+    /// and before any read through this journal returns).
+    pub fn sign_checkpoints(&self, key: Arc<HostKey>) {
+        self.index.sign_checkpoints(key);
+    }
+
+    /// Whether entries are covered by checkpoints ([`Journal::sign_checkpoints`]) rather than
+    /// signed one by one.
+    pub fn signs_checkpoints(&self) -> bool {
+        self.index.signs_checkpoints()
+    }
+
     /// Sign `record` with `key` and append it. The writer signs every entry of one batch
     /// together (one signature for the batch, see [`crate::signing`]); an entry written alone
     /// is signed by itself. Unless the append fails, `record` carries its signature after.
+    /// Where the journal signs checkpoints, `record` is appended unsigned and stays so: a
+    /// checkpoint covers it once indexed.
     pub async fn append_signing(
         &self,
         record: &mut CallRecord,
         key: &Arc<HostKey>,
     ) -> Result<Entry, JournalError> {
         record.signature = None;
+        if self.signs_checkpoints() {
+            return self.append_async(record).await;
+        }
         // One serialization: its digest is what is signed, and the writer splices the
         // signature into the same text.
         let text = serde_json::to_string(&*record).unwrap_or_default();
@@ -562,6 +583,11 @@ impl Journal {
     ) -> Result<Entry, JournalError> {
         started.signature = None;
         let text = started.unsigned_text();
+        if self.signs_checkpoints() {
+            let answer = self.submit(Row::started(started, text), None)?;
+            let committed = answer.await.unwrap_or_else(|_| Err(self.gone()))?;
+            return Ok(committed.entry);
+        }
         let committed = self.append_signed(Row::started(started, text), key).await?;
         started.signature = committed.signature;
         Ok(committed.entry)
@@ -645,5 +671,7 @@ impl Drop for Journal {
     }
 }
 
+#[cfg(test)]
+mod checkpoint_tests;
 #[cfg(test)]
 mod tests;

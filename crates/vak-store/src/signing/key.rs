@@ -178,6 +178,28 @@ impl HostKey {
         Signature::from_components(nonce.big_r, s.to_bytes())
     }
 
+    /// A checkpoint of `chain` over its entries `from` to `seq`, the last of which hashes to
+    /// `head`, signed now.
+    pub fn sign_checkpoint(
+        &self,
+        chain: &str,
+        from: i64,
+        seq: i64,
+        head: &str,
+    ) -> vak_core::chain::Checkpoint {
+        let at = jiff::Timestamp::now().to_string();
+        let message = vak_core::chain::Checkpoint::message(chain, from, seq, head, &at);
+        vak_core::chain::Checkpoint {
+            chain: chain.to_string(),
+            from,
+            seq,
+            head: head.to_string(),
+            at,
+            public_key: self.public_hex(),
+            signature: hex::encode(self.sign_message(&message).to_bytes()),
+        }
+    }
+
     /// The signatures of the records whose digests (SHA-256 of the JSON with `signature` null)
     /// are `digests`, in order: one ed25519 signature for all of them. One digest is signed by
     /// itself (`ed25519-sha256`); several, as a batch (`ed25519-sha256-batch`).

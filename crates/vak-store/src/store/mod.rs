@@ -93,8 +93,10 @@ impl Store {
     /// Sign `record` with `key` and commit it. The local journal signs the records of one group
     /// commit as a batch (one signature among them); the shared store, and a host without a
     /// journal, sign each record by itself. A record whose commit failed is signed by itself:
-    /// what the caller gets back is signed either way. The shared store waits as `wait` says
-    /// (the local journal always waits).
+    /// what the caller gets back is signed either way, except a record the local journal took
+    /// while it signs checkpoints ([`Journal::sign_checkpoints`]): it comes back unsigned, with
+    /// its place in the chain, and its checkpoint signs it once indexed. The shared store waits
+    /// as `wait` says (the local journal always waits).
     #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
     pub async fn sign_and_append(
         &self,
@@ -103,9 +105,15 @@ impl Store {
         settlement: Option<Settlement>,
         wait: Wait,
     ) -> Option<Result<Entry, JournalError>> {
+        // A record the local journal took under a checkpoint is signed there, once indexed.
+        let mut covered = false;
         let journaled = match self {
             Store::Local(l) => match &l.journal {
-                Some(journal) => Some(journal.append_signing(record, key).await),
+                Some(journal) => {
+                    let appended = journal.append_signing(record, key).await;
+                    covered = appended.is_ok() && journal.signs_checkpoints();
+                    Some(appended)
+                }
                 None => None,
             },
             #[cfg(feature = "postgres")]
@@ -114,7 +122,7 @@ impl Store {
                 Some(p.append(record, settlement, wait).await)
             }
         };
-        if record.signature.is_none() {
+        if record.signature.is_none() && !covered {
             key.sign(record);
         }
         journaled

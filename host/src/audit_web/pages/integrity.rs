@@ -79,6 +79,11 @@ fn verdict(done: &Done) -> Markup {
     };
     html! {
         @match &v.first_bad {
+            None if !v.unsigned.is_empty() => p.bad #verdict {
+                "Journal UNSIGNED: " (v.entries) " entries in " (v.heads.len()) " chains are linked, but "
+                (v.unsigned.iter().map(|u| u.to - u.from + 1).sum::<i64>())
+                " of them were written unsigned and no checkpoint signs them: not verified."
+            },
             None => p.ok #verdict {
                 "Journal ok: " (v.entries) " entries in " (v.heads.len()) " chains, chains and signatures verified ("
                 (v.records) " records, " (v.started) " started entries; "
@@ -90,6 +95,12 @@ fn verdict(done: &Done) -> Markup {
             },
         }
         p { "Verified at " (shown(&done.at)) " in " (took) " ms." }
+        @if !v.unsigned.is_empty() {
+            h2 { "Unsigned entries" }
+            ul { @for u in &v.unsigned {
+                li { (shown(u.chain.as_deref().unwrap_or("(legacy)"))) " #" (u.from) " to #" (u.to) }
+            } }
+        }
         @for (title, calls) in [("Interrupted calls", &v.interrupted), ("Running calls", &v.running)] {
             @if !calls.is_empty() {
                 h2 { (title) }
