@@ -565,7 +565,8 @@ fn records_written_unsigned_are_verified_through_their_checkpoints() {
 
 /// Over MCP, a result's `_meta["dev.vak/journal"]` gives the record's place in its chain and
 /// says what signs it: the record itself by default, a checkpoint with `--signing
-/// checkpoints`; the entry it names is the call's, and checks out once the server is gone.
+/// checkpoints`; the entry it names is the call's, and checks out once the server is gone,
+/// whether its client left or a SIGTERM ended it.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_mcp_result_names_its_journal_entry_and_what_signs_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -593,11 +594,26 @@ async fn an_mcp_result_names_its_journal_entry_and_what_signs_it() {
         let place = &meta["dev.vak/journal"];
         assert_eq!(place["signed_by"], signed_by, "{r}");
         let hash = place["hash"].as_str().expect("the entry's hash");
-        drop(client);
-        tokio::time::timeout(Duration::from_secs(20), server.wait())
+        // A SIGTERM, the client still there, ends the server as its client's going does: its
+        // last entries are signed before it exits.
+        let client = if signing == "checkpoints" {
+            let pid = server.id().expect("a pid").to_string();
+            let killed = std::process::Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap();
+            assert!(killed.success());
+            Some(client)
+        } else {
+            drop(client);
+            None
+        };
+        let status = tokio::time::timeout(Duration::from_secs(20), server.wait())
             .await
-            .expect("the server ends with its client")
+            .expect("the server ends with its client, or on SIGTERM")
             .unwrap();
+        assert!(status.success(), "{status:?}");
+        drop(client);
         let conn = rusqlite::Connection::open(dir.path().join("state/journal.sqlite")).unwrap();
         let (call_id, chain, entry): (String, String, i64) = conn
             .query_row(

@@ -357,7 +357,11 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(run(cli))
+    let code = runtime.block_on(run(cli));
+    // Tasks still held (a session's, ended by a signal) are dropped here, closing the journal
+    // they hold; a read of stdin blocked on a thread of its own is not waited for.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    code
 }
 
 /// A command whose reader went away (`vak audit show ID | head`) ends as other Unix tools do,

@@ -53,7 +53,12 @@ pub(super) async fn run(
         }
     }
     let served = match http {
-        None => mcp::serve_stdio(host, principal).await,
+        // A signal ends the session as the client's going would: the journal is closed (its
+        // last entries indexed and, with `--signing checkpoints`, signed) before the exit.
+        None => tokio::select! {
+            served = mcp::serve_stdio(host, principal) => served,
+            () = shutdown_signal() => Ok(()),
+        },
         Some(addr) => {
             let options = mcp::http::HttpOptions {
                 allow_hosts,
