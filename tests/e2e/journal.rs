@@ -519,6 +519,65 @@ fn records_written_unsigned_are_verified_through_their_checkpoints() {
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("journal ok: 8 entries"), "{out}");
 
+    // Exported with its proof, a record checks out alone; altered, it does not. A record signed
+    // by itself is exported as it is.
+    let exported = |id: &str| {
+        let o = vak_in(dir.path())
+            .args(["audit", "show", id, "--proof"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    let proof = exported(unsigned[0]["call_id"].as_str().unwrap());
+    assert_eq!(proof["format"], "vak.entry-proof/1", "{proof}");
+    let as_is = exported(signed["call_id"].as_str().unwrap());
+    assert_eq!(as_is["call_id"], signed["call_id"]);
+    let key = proof["checkpoint"]["public_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let file = dir.path().join("exported.json");
+    std::fs::write(&file, json!([proof, as_is]).to_string()).unwrap();
+    let file = file.to_str().unwrap();
+    let (code, out) = vak(&["verify", file]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(out.matches("ok   call_").count(), 2, "{out}");
+    let (code, out) = vak(&["verify", file, "--key", &key]);
+    assert_eq!(
+        code,
+        Some(1),
+        "the record signed by another process's key: {out}"
+    );
+    assert_eq!(
+        out.matches("ok   call_").count(),
+        1,
+        "the proof, by this key: {out}"
+    );
+    let mut altered = proof.clone();
+    altered["text"] = json!(proof["text"].as_str().unwrap().replacen(
+        "\"status\":\"completed\"",
+        "\"status\":\"refused\"",
+        1
+    ));
+    let mut rehashed = altered.clone();
+    let text = rehashed["text"].as_str().unwrap().to_string();
+    rehashed["hash"] = json!(vak_host::journal::chain::entry_hash(
+        proof["prev_hash"].as_str().unwrap(),
+        Some(proof["chain"].as_str().unwrap()),
+        proof["entry"].as_i64().unwrap(),
+        &text
+    ));
+    for (bad, why) in [
+        (altered, "does not match its hash"),
+        (rehashed, "not among those its checkpoint signs"),
+    ] {
+        std::fs::write(file, bad.to_string()).unwrap();
+        let (code, out) = vak(&["verify", file]);
+        assert_eq!(code, Some(1), "{out}");
+        assert!(out.contains(why), "{out}");
+    }
+
     // The second call's record made to say it was refused, and its chain hashed again.
     let path = dir.path().join("state/journal.sqlite");
     let conn = rusqlite::Connection::open(&path).unwrap();
@@ -557,10 +616,10 @@ fn records_written_unsigned_are_verified_through_their_checkpoints() {
     assert!(changed, "the record says completed");
     let (code, out) = vak(&["audit", "show", target]);
     assert_eq!(code, Some(1), "{out}");
-    assert!(out.contains("signs another chain"), "{out}");
+    assert!(out.contains("signs other entries"), "{out}");
     let (code, out) = vak(&["audit", "verify"]);
     assert_eq!(code, Some(1), "{out}");
-    assert!(out.contains("signs another chain"), "{out}");
+    assert!(out.contains("signs other entries"), "{out}");
 }
 
 /// Over MCP, a result's `_meta["dev.vak/journal"]` gives the record's place in its chain and

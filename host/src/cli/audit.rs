@@ -38,7 +38,15 @@ enum AuditCommand {
     /// it, when several do), checked: its hash, its links in its chain, its signature. Exit
     /// status 1, with a warning, when it does not check out. For a round of a call answered over
     /// MCP input-required rounds, the rounds up to it follow on stderr.
-    Show { call_id: String },
+    Show {
+        call_id: String,
+        /// Print, instead of the record, the record with the proof that a checkpoint of the
+        /// journal signs it (`--signing checkpoints`): its entry, the checkpoint and its leaf's
+        /// inclusion path, which `vak verify FILE` checks without the journal or any other
+        /// call's record. A record signed by itself is printed as it is.
+        #[arg(long)]
+        proof: bool,
+    },
     /// Check every hash chain and every entry's signature; name the chain and place of the
     /// first bad entry, count the calls interrupted (started, their process gone without their
     /// record) and running, and print each chain's head (keep them: a journal cut short shows
@@ -99,7 +107,14 @@ pub(super) async fn run(
             };
             list(store, &filter).await
         }
-        Some(AuditCommand::Show { call_id }) => show(store, call_id).await,
+        Some(AuditCommand::Show {
+            call_id,
+            proof: false,
+        }) => show(store, call_id).await,
+        Some(AuditCommand::Show {
+            call_id,
+            proof: true,
+        }) => show_proof(store, call_id).await,
         Some(AuditCommand::Verify { key }) => verify(store, key).await,
         Some(AuditCommand::Serve {
             http,
@@ -207,6 +222,30 @@ async fn list(store: &vak_host::Store, filter: &vak_host::journal::Filter) -> Ex
             }
             ExitCode::SUCCESS
         }
+        Err(e) => usage_error(e),
+    }
+}
+
+/// One call's record with the proof that a checkpoint signs it, checked before it is printed;
+/// a record signed by itself, as it is.
+async fn show_proof(store: &vak_host::Store, call_id: &str) -> ExitCode {
+    match store.proof(call_id).await {
+        Ok(Some(proof)) => {
+            if let Err(why) = proof.check(&[] as &[&str]) {
+                say_err!(
+                    "vak: the proof of call `{}` does not check out: {}",
+                    render::neutralise_line(call_id),
+                    render::neutralise_line(&why)
+                );
+                return ExitCode::from(1);
+            }
+            match serde_json::to_value(&proof) {
+                Ok(v) => say!("{}", render::json(&v)),
+                Err(e) => return usage_error(e),
+            }
+            ExitCode::SUCCESS
+        }
+        Ok(None) => show(store, call_id).await,
         Err(e) => usage_error(e),
     }
 }

@@ -228,9 +228,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Check the host signature of saved call records (`vak call … --json` output).
+    /// Check the host signature of saved call records (`vak call … --json` output), or of
+    /// records exported with the proof that a journal checkpoint signs them (`vak audit show
+    /// CALL_ID --proof`, for records written unsigned with `--signing checkpoints`).
     Verify {
-        /// A file with one record or an array of records, or `-` for stdin.
+        /// A file with one record or proof, or an array of them, or `-` for stdin.
         file: String,
         /// Also require that this public key (hex) signed them.
         #[arg(long, value_name = "HEX")]

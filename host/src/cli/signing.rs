@@ -4,8 +4,10 @@
 use super::{render, usage_error};
 use std::process::ExitCode;
 use vak_host::CallRecord;
+use vak_host::journal::chain::EntryProof;
 
-/// `vak verify FILE`: every record's signature checked (against `trusted` when given).
+/// `vak verify FILE`: every record's signature checked (against `trusted` when given), or, for
+/// a record exported with its proof (`vak audit show --proof`), the checkpoint that signs it.
 pub(super) fn verify(file: &str, trusted: Option<&str>) -> ExitCode {
     let text = if file == "-" {
         let mut s = String::new();
@@ -19,33 +21,51 @@ pub(super) fn verify(file: &str, trusted: Option<&str>) -> ExitCode {
             Err(e) => return usage_error(format!("cannot read {file}: {e}")),
         }
     };
-    let records: Vec<CallRecord> = match serde_json::from_str::<serde_json::Value>(&text) {
-        Ok(serde_json::Value::Array(items)) => {
-            match items.into_iter().map(serde_json::from_value).collect() {
-                Ok(r) => r,
-                Err(e) => return usage_error(format!("not a list of call records: {e}")),
-            }
-        }
-        Ok(one) => match serde_json::from_value(one) {
-            Ok(r) => vec![r],
-            Err(e) => return usage_error(format!("not a call record: {e}")),
-        },
+    let items = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(serde_json::Value::Array(items)) => items,
+        Ok(one) => vec![one],
         Err(e) => return usage_error(format!("not JSON: {e}")),
     };
     let mut bad = 0;
-    for r in &records {
-        match vak_host::signing::verify(r, trusted) {
+    for item in items {
+        // A record with its proof (`vak audit show --proof`), or a record signed by itself.
+        let (call_id, checked) = if item["format"] == EntryProof::FORMAT {
+            let proof: EntryProof = match serde_json::from_value(item) {
+                Ok(p) => p,
+                Err(e) => return usage_error(format!("not an entry proof: {e}")),
+            };
+            let call_id = serde_json::from_str::<CallRecord>(&proof.text)
+                .map(|r| r.call_id)
+                .unwrap_or_else(|_| "(not a call record)".into());
+            let checked = proof.check(trusted.as_slice()).map(|()| {
+                format!(
+                    "{} (chain {} entry {}, under its checkpoint at entry {})",
+                    proof.checkpoint.public_key, proof.chain, proof.entry, proof.checkpoint.seq
+                )
+            });
+            (call_id, checked)
+        } else {
+            let record: CallRecord = match serde_json::from_value(item) {
+                Ok(r) => r,
+                Err(e) => {
+                    return usage_error(format!("not a call record nor an entry proof: {e}"));
+                }
+            };
+            let checked = vak_host::signing::verify(&record, trusted).map_err(|e| e.to_string());
+            (record.call_id, checked)
+        };
+        match checked {
             Ok(key) => say!(
                 "ok   {} signed by {}",
-                render::neutralise_line(&r.call_id),
+                render::neutralise_line(&call_id),
                 render::neutralise_line(&key)
             ),
             Err(e) => {
                 bad += 1;
                 say!(
                     "BAD  {}: {}",
-                    render::neutralise_line(&r.call_id),
-                    render::neutralise_line(&e.to_string())
+                    render::neutralise_line(&call_id),
+                    render::neutralise_line(&e)
                 );
             }
         }

@@ -13,7 +13,7 @@ mod checkpoint;
 pub mod seal;
 mod walk;
 
-pub use checkpoint::{Checkpoint, Unsigned};
+pub use checkpoint::{Checkpoint, EntryProof, Inclusion, MAX_CHECKPOINT_RUN, Unsigned};
 pub use seal::VerifyError;
 pub use walk::ChainCheck;
 
@@ -159,54 +159,33 @@ pub fn check_links<E: ChainEntry>(
     links(row, before, after)
 }
 
-/// Check an entry written unsigned, read alone: by itself but for a signature, its links, and
-/// the checkpoint that covers it. `run` holds the entries after it in its chain, in order, up to
-/// the checkpoint's last: each must link to the one before and match its hash, and the last's
-/// hash must be the one the checkpoint signs (with any key: `vak audit verify --key` is what
+/// Check an entry written unsigned, read alone: by itself but for a signature, its links (as
+/// [`check_links`] does), and the checkpoint that covers it, given `run`: the hashes of the
+/// entries that checkpoint covers, in order (with any key: `vak audit verify --key` is what
 /// requires the host's).
 pub fn check_covered<E: ChainEntry>(
     row: &Stored,
     before: Option<&str>,
-    run: &[Stored],
-    checkpoint: Option<&Checkpoint>,
+    after: Option<&str>,
+    covered: Option<(&Checkpoint, &[String])>,
 ) -> Result<(), String> {
     row.check_content::<E>()?;
-    let Some(cp) = checkpoint
-        .filter(|cp| cp.chain == row.chain && cp.from <= row.chain_seq && row.chain_seq <= cp.seq)
-    else {
+    let Some((cp, run)) = covered.filter(|(cp, _)| {
+        cp.chain == row.chain && cp.from <= row.chain_seq && row.chain_seq <= cp.seq
+    }) else {
         return Err("it is unsigned, and no checkpoint of its chain covers it".into());
     };
-    links(row, before, run.first().map(|n| n.prev_hash.as_str()))?;
-    let chain = (!row.legacy).then_some(row.chain.as_str());
-    let (mut seq, mut hash) = (row.chain_seq, row.hash.as_str());
-    for next in run.iter().take_while(|n| n.chain_seq <= cp.seq) {
-        if next.chain_seq != seq + 1 || next.prev_hash != hash {
-            return Err(format!(
-                "entry {} of its chain, before its checkpoint, is missing or does not link",
-                seq + 1
-            ));
-        }
-        if entry_hash(&next.prev_hash, chain, next.chain_seq, &next.text) != next.hash {
-            return Err(format!(
-                "entry {} of its chain, before its checkpoint, does not match its hash",
-                next.chain_seq
-            ));
-        }
-        (seq, hash) = (next.chain_seq, next.hash.as_str());
-    }
-    if seq != cp.seq {
+    links(row, before, after)?;
+    let own = usize::try_from(row.chain_seq - cp.from)
+        .ok()
+        .and_then(|i| run.get(i));
+    if own != Some(&row.hash) {
         return Err(format!(
-            "entry {} of its chain, before its checkpoint, is missing",
-            seq + 1
+            "its checkpoint at entry {} signs other entries: one from entry {} on was changed after it was signed",
+            cp.seq, cp.from
         ));
     }
-    if hash != cp.head {
-        return Err(
-            "its checkpoint signs another chain: an entry up to the checkpoint was changed after it was signed"
-                .into(),
-        );
-    }
-    cp.verify(&[] as &[&str]).map(drop)
+    cp.check(run.iter().map(String::as_str), &[] as &[&str])
 }
 
 /// An entry's links: `before`, the hash of the entry before it ([`GENESIS`] for a chain's first;

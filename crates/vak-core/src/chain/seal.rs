@@ -149,6 +149,18 @@ pub mod merkle {
             .into()
     }
 
+    /// The root of `leaves` alone (`None` for no leaves).
+    pub fn root(leaves: &[Hash]) -> Option<Hash> {
+        match leaves {
+            [] => None,
+            [one] => Some(*one),
+            _ => {
+                let k = leaves.len().next_power_of_two() / 2;
+                Some(node(&root(&leaves[..k])?, &root(&leaves[k..])?))
+            }
+        }
+    }
+
     /// The root of `leaves` and every leaf's inclusion path (siblings from the leaf up).
     /// `None` for no leaves.
     pub fn tree(leaves: &[Hash]) -> Option<(Hash, Vec<Vec<Hash>>)> {
@@ -211,6 +223,7 @@ pub mod merkle {
             let l: Vec<Hash> = (0u8..3).map(|i| leaf(&[i; 32])).collect();
             let (root, paths) = tree(&l).expect("tree");
             assert_eq!(root, node(&node(&l[0], &l[1]), &l[2]));
+            assert_eq!(super::root(&l), Some(root));
             assert_eq!(paths[2], vec![node(&l[0], &l[1])]);
             assert_eq!(paths[0], vec![l[1], l[2]]);
             for (i, p) in paths.iter().enumerate() {

@@ -2,8 +2,8 @@
 //! store run for `verify`.
 
 use super::{
-    ChainEntry, Checkpoint, GENESIS, Head, Kind, Stored, Unfinished, Unsigned, Verification,
-    VerifyError,
+    ChainEntry, Checkpoint, GENESIS, Head, Kind, MAX_CHECKPOINT_RUN, Stored, Unfinished, Unsigned,
+    Verification, VerifyError,
 };
 use std::collections::{HashMap, VecDeque};
 use std::marker::PhantomData;
@@ -23,6 +23,9 @@ struct Current {
     checkpoints: VecDeque<Checkpoint>,
     /// Runs of entries written unsigned and not yet covered by a checkpoint (first, last).
     pending: Vec<(i64, i64)>,
+    /// The hashes of the chain's last entries, up to [`MAX_CHECKPOINT_RUN`], while it has
+    /// checkpoints to come: what the next checkpoint's root is computed from.
+    recent: VecDeque<String>,
 }
 
 /// The walk of every chain, one entry at a time in (chain, chain_seq) order: each entry's place
@@ -120,6 +123,7 @@ impl<E: ChainEntry> ChainCheck<E> {
                     .and_then(|c| c.remove(&row.chain))
                     .unwrap_or_default(),
                 pending: Vec::new(),
+                recent: VecDeque::new(),
             });
         }
         let Some(current) = self.current.as_mut() else {
@@ -191,18 +195,30 @@ impl<E: ChainEntry> ChainCheck<E> {
         current.seq = row.chain_seq;
         current.hash = row.hash.clone();
         current.gseq = row.seq;
+        if !current.checkpoints.is_empty() {
+            if current.recent.len() == MAX_CHECKPOINT_RUN {
+                current.recent.pop_front();
+            }
+            current.recent.push_back(row.hash.clone());
+        }
         while let Some(cp) = current
             .checkpoints
             .front()
             .filter(|cp| cp.seq <= row.chain_seq)
         {
-            if cp.seq < row.chain_seq || cp.head != row.hash {
+            // Its run's hashes: the last `n` of the chain's, `n` as many as it covers.
+            let n = cp.run().unwrap_or(usize::MAX);
+            let skip = current.recent.len().checked_sub(n).unwrap_or(usize::MAX);
+            if cp.seq < row.chain_seq || skip == usize::MAX {
                 return Err(format!(
-                    "its checkpoint at entry {} signs another chain: an entry up to it was changed after it was signed",
-                    cp.seq
+                    "its checkpoint at entry {} names no run of the chain's entries (from {})",
+                    cp.seq, cp.from
                 ));
             }
-            cp.verify(trusted)?;
+            cp.check(
+                current.recent.iter().skip(skip).map(String::as_str),
+                trusted,
+            )?;
             // The runs before its first entry stay unsigned; those from it on are covered.
             let from = cp.from;
             let chain = (!current.legacy).then(|| current.chain.clone());
@@ -436,14 +452,15 @@ mod tests {
     fn checkpoint(rows: &[Stored], from: i64, seq: i64) -> Checkpoint {
         use ed25519_dalek::{Signer, SigningKey};
         let key = SigningKey::from_bytes(&[7; 32]);
-        let head = rows[seq as usize - 1].hash.clone();
+        let run = &rows[from as usize - 1..seq as usize];
+        let root = Checkpoint::root_of(run.iter().map(|r| r.hash.as_str())).unwrap();
         let at = "2026-12-07T00:00:00Z".to_string();
-        let message = Checkpoint::message("c", from, seq, &head, &at);
+        let message = Checkpoint::message("c", from, seq, &root, &at);
         Checkpoint {
             chain: "c".into(),
             from,
             seq,
-            head,
+            root,
             at,
             public_key: hex::encode(key.verifying_key().as_bytes()),
             signature: hex::encode(key.sign(&message).to_bytes()),
@@ -503,9 +520,14 @@ mod tests {
         let why = walk_with(&rewritten, signed.clone()).first_bad.unwrap().1;
         assert_eq!(
             why,
-            "chain c entry 3: its checkpoint at entry 3 signs another chain: an entry up to it \
+            "chain c entry 3: its checkpoint at entry 3 signs other entries: one from entry 1 on \
              was changed after it was signed"
         );
+        // A checkpoint that names more entries than the chain has.
+        let mut long = signed.clone();
+        long[0].from = 0;
+        let why = walk_with(&rows, long).first_bad.unwrap().1;
+        assert!(why.contains("names no run"), "{why}");
 
         let mut forged = signed.clone();
         forged[0].at = "2026-12-08T00:00:00Z".into();
@@ -529,33 +551,52 @@ mod tests {
         assert!(why.ends_with("but the chain holds no entries"), "{why}");
     }
 
-    /// Read alone, an unsigned entry checks out through the entries up to its checkpoint.
+    /// Read alone, an unsigned entry checks out through the hashes its checkpoint covers, and
+    /// its inclusion proof checks out without any other entry's text.
     #[test]
-    fn an_unsigned_entry_read_alone_is_checked_up_to_its_checkpoint() {
+    fn an_unsigned_entry_read_alone_is_checked_by_its_checkpoint() {
         use crate::chain::check_covered;
         let rows = chain(&[U1, U2, U3]);
         let cp = checkpoint(&rows, 1, 3);
+        let run: Vec<String> = rows.iter().map(|r| r.hash.clone()).collect();
+        let after = Some(rows[2].prev_hash.as_str());
+        let covered = Some((&cp, &run[..]));
         assert_eq!(
-            check_covered::<Fake>(&rows[0], Some(GENESIS), &rows[1..], Some(&cp)),
+            check_covered::<Fake>(&rows[1], Some(&rows[0].hash), after, covered),
             Ok(())
         );
         assert_eq!(
-            check_covered::<Fake>(&rows[0], Some(GENESIS), &rows[1..], None),
+            check_covered::<Fake>(&rows[1], Some(&rows[0].hash), after, None),
             Err("it is unsigned, and no checkpoint of its chain covers it".into())
         );
-        let rewritten = chain(&[U1, r#"{"call":"b","unsigned":true,"x":1}"#, U3]);
+        // Another entry of the run changed (its hash with it): the root is not the one signed.
+        let rewritten = chain(&[U1, U2, r#"{"call":"c","unsigned":true,"x":1}"#]);
+        let hashes: Vec<String> = rewritten.iter().map(|r| r.hash.clone()).collect();
+        let why = check_covered::<Fake>(
+            &rewritten[1],
+            Some(&rows[0].hash),
+            None,
+            Some((&cp, &hashes)),
+        )
+        .unwrap_err();
+        assert!(why.contains("signs other entries"), "{why}");
+
+        let proof = cp.proof(run.iter().map(String::as_str), 2).unwrap();
         assert_eq!(
-            check_covered::<Fake>(&rewritten[0], Some(GENESIS), &rewritten[1..], Some(&cp)),
-            Err(
-                "its checkpoint signs another chain: an entry up to the checkpoint was changed \
-                 after it was signed"
-                    .into()
-            )
+            cp.check_inclusion(&rows[1].hash, &proof, &[] as &[&str]),
+            Ok(())
         );
         assert!(
-            check_covered::<Fake>(&rows[0], Some(GENESIS), &rows[1..2], Some(&cp))
-                .unwrap_err()
-                .contains("is missing")
+            cp.check_inclusion(&rows[0].hash, &proof, &[] as &[&str])
+                .is_err()
+        );
+        assert!(
+            cp.check_inclusion(
+                &rewritten[2].hash,
+                &cp.proof(hashes.iter().map(String::as_str), 3).unwrap(),
+                &[] as &[&str]
+            )
+            .is_err()
         );
     }
 }

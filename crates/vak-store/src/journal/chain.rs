@@ -3,8 +3,8 @@
 //! is `vak_core::chain`, re-exported here, which every journal (local or shared) calls.
 
 pub use vak_core::chain::{
-    Checkpoint, GENESIS, JOURNAL_UNAVAILABLE, Kind, Stored, Unfinished, Unsigned, VerifyError,
-    check_covered, entry_hash,
+    Checkpoint, EntryProof, GENESIS, Inclusion, JOURNAL_UNAVAILABLE, Kind, MAX_CHECKPOINT_RUN,
+    Stored, Unfinished, Unsigned, VerifyError, check_covered, entry_hash,
 };
 
 use crate::record::{CallRecord, Limits};

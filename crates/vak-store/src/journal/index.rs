@@ -160,7 +160,7 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), JournalE
              chain TEXT NOT NULL,
              seq INTEGER NOT NULL,
              from_seq INTEGER NOT NULL,
-             head TEXT NOT NULL,
+             root TEXT NOT NULL,
              at TEXT NOT NULL,
              public_key TEXT NOT NULL,
              signature TEXT NOT NULL,
@@ -231,9 +231,16 @@ pub(super) fn insert(
         }
     }
     if let (Some(key), Some(first), Some(last)) = (key, rows.first(), rows.last()) {
-        let cp = key.sign_checkpoint(&last.chain, first.chain_seq, last.chain_seq, &last.hash);
+        // The indexer's batch is one run of its chain, at most INDEX_BATCH entries.
+        let root = Checkpoint::root_of(rows.iter().map(|r| r.hash.as_str())).ok_or_else(|| {
+            JournalError::Sqlite {
+                path: path.display().to_string(),
+                message: "an entry's hash is not SHA-256 in hex".into(),
+            }
+        })?;
+        let cp = key.sign_checkpoint(&last.chain, first.chain_seq, last.chain_seq, root);
         tx.prepare_cached(
-            "INSERT INTO checkpoints (chain, seq, from_seq, head, at, public_key, signature)
+            "INSERT INTO checkpoints (chain, seq, from_seq, root, at, public_key, signature)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )
         .and_then(|mut insert| {
@@ -241,7 +248,7 @@ pub(super) fn insert(
                 cp.chain,
                 cp.seq,
                 cp.from,
-                cp.head,
+                cp.root,
                 cp.at,
                 cp.public_key,
                 cp.signature
@@ -257,7 +264,7 @@ pub(super) fn checkpoints(conn: &Connection, path: &Path) -> Result<Vec<Checkpoi
     let err = sqlite(path);
     let mut stmt = conn
         .prepare_cached(
-            "SELECT chain, from_seq, seq, head, at, public_key, signature FROM checkpoints",
+            "SELECT chain, from_seq, seq, root, at, public_key, signature FROM checkpoints",
         )
         .map_err(&err)?;
     let rows = stmt.query_map([], checkpoint).map_err(&err)?;
@@ -272,7 +279,7 @@ pub(super) fn covering(
     chain_seq: i64,
 ) -> Result<Option<Checkpoint>, JournalError> {
     conn.query_row(
-        "SELECT chain, from_seq, seq, head, at, public_key, signature FROM checkpoints
+        "SELECT chain, from_seq, seq, root, at, public_key, signature FROM checkpoints
          WHERE chain = ?1 AND seq >= ?2 AND from_seq <= ?2 ORDER BY seq LIMIT 1",
         params![chain, chain_seq],
         checkpoint,
@@ -286,7 +293,7 @@ fn checkpoint(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
         chain: r.get(0)?,
         from: r.get(1)?,
         seq: r.get(2)?,
-        head: r.get(3)?,
+        root: r.get(3)?,
         at: r.get(4)?,
         public_key: r.get(5)?,
         signature: r.get(6)?,

@@ -40,6 +40,7 @@ pub mod chain;
 mod index;
 mod log;
 mod private;
+mod proof;
 mod read;
 mod spent;
 mod writer;

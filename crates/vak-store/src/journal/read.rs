@@ -14,7 +14,7 @@ use vak_core::chain::{ChainEntry, VerifyError};
 
 impl Journal {
     /// The reader, once every entry this journal has acknowledged is in the database.
-    fn read(&self) -> Result<MutexGuard<'_, Connection>, JournalError> {
+    pub(super) fn read(&self) -> Result<MutexGuard<'_, Connection>, JournalError> {
         self.index.caught_up(&self.path)?;
         Ok(self.reader.lock().unwrap_or_else(|p| p.into_inner()))
     }
@@ -193,7 +193,7 @@ impl Journal {
                 Ok(entry)
                     if entry.verify_signature(&[] as &[&str]) == Err(VerifyError::Unsigned) =>
                 {
-                    self.covered(&conn, &stored, before.as_deref())?
+                    self.covered(&conn, &stored, before.as_deref(), after.as_deref())?
                 }
                 _ => chain::check_links(&stored, before.as_deref(), after.as_deref()),
             };
@@ -213,52 +213,47 @@ impl Journal {
         Ok(shown)
     }
 
-    /// The check of `stored`, written unsigned: through the entries after it up to the
-    /// checkpoint that covers it (at most one indexer batch, [`super::INDEX_BATCH`]).
+    /// The check of `stored`, written unsigned, by the checkpoint that covers it and the
+    /// hashes of the entries that checkpoint covers (at most [`super::INDEX_BATCH`]).
     fn covered(
         &self,
         conn: &Connection,
         stored: &chain::Stored,
         before: Option<&str>,
+        after: Option<&str>,
     ) -> Result<Result<(), String>, JournalError> {
         let Some(cp) = super::index::covering(conn, &self.path, &stored.chain, stored.chain_seq)?
         else {
             return Ok(chain::check_covered::<chain::Parsed>(
-                stored,
-                before,
-                &[],
-                None,
+                stored, before, after, None,
             ));
         };
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT seq, chain_seq, kind, call_id, record, prev_hash, hash FROM records
-                 WHERE chain = ?1 AND chain_seq > ?2 AND chain_seq <= ?3 ORDER BY chain_seq",
-            )
-            .map_err(|e| self.err(e))?;
-        let run = stmt
-            .query_map(params![stored.chain, stored.chain_seq, cp.seq], |r| {
-                Ok(chain::Stored {
-                    seq: r.get(0)?,
-                    chain: stored.chain.clone(),
-                    legacy: stored.legacy,
-                    chain_seq: r.get(1)?,
-                    kind: Some(Kind::parse(&r.get::<_, String>(2)?)),
-                    call_id: r.get(3)?,
-                    text: r.get(4)?,
-                    prev_hash: r.get(5)?,
-                    hash: r.get(6)?,
-                })
-            })
-            .map_err(|e| self.err(e))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.err(e))?;
+        let run = self.run_hashes(conn, &cp)?;
         Ok(chain::check_covered::<chain::Parsed>(
             stored,
             before,
-            &run,
-            Some(&cp),
+            after,
+            Some((&cp, &run)),
         ))
+    }
+
+    /// The hashes of the entries `cp` covers, in order, as the database holds them.
+    pub(super) fn run_hashes(
+        &self,
+        conn: &Connection,
+        cp: &chain::Checkpoint,
+    ) -> Result<Vec<String>, JournalError> {
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT hash FROM records WHERE chain = ?1 AND chain_seq BETWEEN ?2 AND ?3
+                 ORDER BY chain_seq LIMIT ?4",
+            )
+            .map_err(|e| self.err(e))?;
+        let limit = chain::MAX_CHECKPOINT_RUN as i64;
+        stmt.query_map(params![cp.chain, cp.from, cp.seq, limit], |r| r.get(0))
+            .map_err(|e| self.err(e))?
+            .collect::<Result<Vec<String>, _>>()
+            .map_err(|e| self.err(e))
     }
 
     /// Walk every chain: each entry's link to the one before, its hash, and its signature

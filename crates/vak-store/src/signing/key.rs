@@ -178,22 +178,22 @@ impl HostKey {
         Signature::from_components(nonce.big_r, s.to_bytes())
     }
 
-    /// A checkpoint of `chain` over its entries `from` to `seq`, the last of which hashes to
-    /// `head`, signed now.
+    /// A checkpoint of `chain` over its entries `from` to `seq`, whose hashes' Merkle root is
+    /// `root` ([`vak_core::chain::Checkpoint::root_of`]), signed now.
     pub fn sign_checkpoint(
         &self,
         chain: &str,
         from: i64,
         seq: i64,
-        head: &str,
+        root: String,
     ) -> vak_core::chain::Checkpoint {
         let at = jiff::Timestamp::now().to_string();
-        let message = vak_core::chain::Checkpoint::message(chain, from, seq, head, &at);
+        let message = vak_core::chain::Checkpoint::message(chain, from, seq, &root, &at);
         vak_core::chain::Checkpoint {
             chain: chain.to_string(),
             from,
             seq,
-            head: head.to_string(),
+            root,
             at,
             public_key: self.public_hex(),
             signature: hex::encode(self.sign_message(&message).to_bytes()),

@@ -236,6 +236,20 @@ impl Store {
         }
     }
 
+    /// The proof that a checkpoint of the local journal signs call `call_id`'s record, when it
+    /// was written unsigned ([`Journal::proof`]); `None` on a shared store, whose records are
+    /// signed one by one.
+    pub async fn proof(
+        &self,
+        call_id: &str,
+    ) -> Result<Option<crate::journal::chain::EntryProof>, JournalError> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Store::Postgres(_) => Ok(None),
+            Store::Local(_) => self.local_journal()?.proof(call_id),
+        }
+    }
+
     /// Walk every chain and every record's signature (by one of `trusted`, when given).
     pub async fn verify(&self, trusted: &[String]) -> Result<Verification, JournalError> {
         match self {

@@ -121,8 +121,10 @@ impl Parts<'_> {
     /// The journal's cost per record, apart from the lifecycle: one append at a time in both
     /// durability modes, and `CONCURRENT` appends at once when synced (group commit shares each
     /// disk flush among the records waiting); then the same per call with the write-ahead entry,
-    /// as a call now journals it: its `started` entry (signed by the writer) and its record.
-    /// Journals are written in a temporary folder, then removed.
+    /// as a call journals it: its `started` entry and its record, each signed by the writer, or
+    /// both left unsigned for the indexer's checkpoint (`--signing checkpoints`; the indexed row
+    /// includes the checkpoint's signature). Journals are written in a temporary folder, then
+    /// removed.
     pub(super) async fn journal(&self) -> Result<Vec<Row>, BenchError> {
         use vak_host::journal::{Durability, Journal, Started};
         let (record, rounds, per_round) = (self.record, self.rounds, self.per_round);
@@ -135,11 +137,12 @@ impl Parts<'_> {
         // The call waits for its record to be in the journal's log; the indexer inserts it into
         // SQLite after. The second row also waits for that (a read of the journal does), so the
         // two show what the call pays and what the journal costs in all.
-        for (name, durability, concurrent, indexed, write_ahead) in [
+        for (name, durability, concurrent, indexed, write_ahead, checkpoints) in [
             (
                 "journal: append to the log, one at a time",
                 Durability::Committed,
                 1,
+                false,
                 false,
                 false,
             ),
@@ -149,11 +152,13 @@ impl Parts<'_> {
                 1,
                 true,
                 false,
+                false,
             ),
             (
                 "journal: append, synced to disk",
                 Durability::Synced,
                 1,
+                false,
                 false,
                 false,
             ),
@@ -163,6 +168,7 @@ impl Parts<'_> {
                 CONCURRENT,
                 false,
                 false,
+                false,
             ),
             (
                 "journal: a call's started entry + record, one call at a time",
@@ -170,6 +176,7 @@ impl Parts<'_> {
                 1,
                 false,
                 true,
+                false,
             ),
             (
                 "journal: same, synced to disk",
@@ -177,6 +184,7 @@ impl Parts<'_> {
                 1,
                 false,
                 true,
+                false,
             ),
             (
                 "journal: synced, 32 calls at once, started + record (per call)",
@@ -184,20 +192,51 @@ impl Parts<'_> {
                 CONCURRENT,
                 false,
                 true,
+                false,
+            ),
+            (
+                "journal: a call's started entry + record, signed by checkpoints, one call at a time",
+                Durability::Committed,
+                1,
+                false,
+                true,
+                true,
+            ),
+            (
+                "journal: same, and indexed into SQLite under its checkpoint",
+                Durability::Committed,
+                1,
+                true,
+                true,
+                true,
+            ),
+            (
+                "journal: synced, 32 calls at once, started + record, signed by checkpoints (per call)",
+                Durability::Synced,
+                CONCURRENT,
+                false,
+                true,
+                true,
             ),
         ] {
             let path = dir.join(format!(
-                "{}-{concurrent}-{indexed}-{write_ahead}.sqlite",
+                "{}-{concurrent}-{indexed}-{write_ahead}-{checkpoints}.sqlite",
                 durability_name(durability)
             ));
             let journal = std::sync::Arc::new(Journal::open(&path, durability)?);
+            if checkpoints {
+                journal.sign_checkpoints(key.clone());
+            }
             let once = || {
                 let (journal, key, mut started) = (journal.clone(), key.clone(), started.clone());
                 async move {
-                    if write_ahead {
-                        journal.append_started(&mut started, &key).await?;
+                    if !write_ahead {
+                        return journal.append_async(record).await;
                     }
-                    journal.append_async(record).await
+                    // As a call journals: both entries signed by the writer, or by checkpoints.
+                    let mut record = record.clone();
+                    journal.append_started(&mut started, &key).await?;
+                    journal.append_signing(&mut record, &key).await
                 }
             };
             let mut times = Vec::new();
