@@ -316,7 +316,15 @@ fn records_are_signed_and_verify_catches_tampering_and_foreign_keys() {
     let mut record = String::new();
     for ahead in [true, false] {
         let flag: &[&str] = if ahead { &["--nonces-ahead"] } else { &[] };
-        let call = ["--signing-key", key.to_str().unwrap(), "call", "clock"];
+        // Signed on the call path, as an embedder that needs the signature in hand asks.
+        let call = [
+            "--signing",
+            "records",
+            "--signing-key",
+            key.to_str().unwrap(),
+            "call",
+            "clock",
+        ];
         let args = [flag, &call[..], &[r#"{"zone":"UTC"}"#, "--json"]].concat();
         record = stdout(&vak(cache.path(), &args));
         let saved = cache.path().join("record.json");
@@ -354,6 +362,23 @@ fn records_are_signed_and_verify_catches_tampering_and_foreign_keys() {
     );
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).contains("altered"), "{}", stdout(&o));
+
+    // By default the journal signs by checkpoint: the printed record is unsigned, and `vak
+    // verify` says where its proof is.
+    let unsigned = stdout(&vak(
+        cache.path(),
+        &["call", "clock", r#"{"zone":"UTC"}"#, "--json"],
+    ));
+    let parsed: vak_host::CallRecord = serde_json::from_str(&unsigned).unwrap();
+    assert!(parsed.signature.is_none(), "{unsigned}");
+    std::fs::write(cache.path().join("u.json"), &unsigned).unwrap();
+    let o = vak(
+        cache.path(),
+        &["verify", cache.path().join("u.json").to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let hint = format!("vak audit show {} --proof", parsed.call_id);
+    assert!(stdout(&o).contains(&hint), "{}", stdout(&o));
 
     // A key file others can read is refused.
     #[cfg(unix)]

@@ -33,13 +33,16 @@ pub use vak_core::record::{BatchProof, RecordSignature};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Signing {
     /// Every record and `started` entry, on the call path (alone, or as one of a group
-    /// commit's batch): what a caller gets back is signed.
-    #[default]
+    /// commit's batch): what a caller gets back is signed. For an embedder who needs a
+    /// signature in hand when the call returns.
     Records,
-    /// Checkpoints of the local journal's chain, off the call path: a record the journal took
-    /// comes back unsigned, with its place in the chain, and is signed once indexed. Where there
-    /// is no local journal (`--no-journal`, a shared store), records are signed as with
-    /// `Records`.
+    /// Checkpoints of the local journal's chain, off the call path (the default): a record the
+    /// journal took comes back unsigned, with its place in the chain
+    /// ([`CallRecord::journaled`](crate::record::CallRecord::journaled)), and is signed once
+    /// indexed (within milliseconds); the journal exports it with its proof
+    /// ([`crate::journal::Journal::proof`]). Where there is no local journal (`--no-journal`, a
+    /// shared store), records are signed as with `Records`.
+    #[default]
     Checkpoints,
 }
 

@@ -135,12 +135,17 @@ struct Cli {
     /// copy would sign different records with the same nonces, which gives the key away.
     #[arg(long, global = true)]
     nonces_ahead: bool,
-    /// What the signing key signs: `records`, each record and `started` entry on the call path
-    /// (what a caller gets back is signed), or `checkpoints`, a checkpoint over each batch of
-    /// the journal's entries, off the call path: a call then waits for no signature, and its
-    /// record is signed in the journal within milliseconds (`vak audit show`, `vak audit
-    /// verify`). Without a local journal, records are signed either way.
-    #[arg(long, global = true, value_name = "WHAT", default_value = "records")]
+    /// What the signing key signs: `checkpoints`, a checkpoint over each batch of the journal's
+    /// entries, off the call path (a call waits for no signature; its record is signed in the
+    /// journal within milliseconds: `vak audit show ID --proof` exports it with its proof), or
+    /// `records`, each record and `started` entry on the call path (what a caller gets back is
+    /// signed). Without a local journal (--no-journal, --store), records are signed either way.
+    #[arg(
+        long,
+        global = true,
+        value_name = "WHAT",
+        default_value = "checkpoints"
+    )]
     signing: SigningArg,
     /// Do not append records to the journal ($VAK_STATE_DIR/journal.sqlite by default).
     #[arg(long, global = true, conflicts_with = "store")]

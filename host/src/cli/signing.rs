@@ -51,7 +51,15 @@ pub(super) fn verify(file: &str, trusted: Option<&str>) -> ExitCode {
                     return usage_error(format!("not a call record nor an entry proof: {e}"));
                 }
             };
-            let checked = vak_host::signing::verify(&record, trusted).map_err(|e| e.to_string());
+            let checked = vak_host::signing::verify(&record, trusted).map_err(|e| match e {
+                // Written under a journal checkpoint (the default): its proof is in the journal.
+                vak_host::signing::VerifyError::Unsigned => format!(
+                    "{e}: a record the journal signs by checkpoint is checked with its proof, \
+                     from `vak audit show {} --proof`",
+                    record.call_id
+                ),
+                e => e.to_string(),
+            });
             (record.call_id, checked)
         };
         match checked {

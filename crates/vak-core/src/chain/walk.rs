@@ -36,9 +36,10 @@ struct Current {
 ///
 /// Every entry must carry its own signature, unless the walk was given checkpoints
 /// ([`ChainCheck::with_checkpoints`]): then an entry written unsigned checks out once a
-/// checkpoint of its chain covers it and signs the hash its chain reaches there; a checkpoint
-/// that signs another hash, or an entry the chain no longer holds, is a bad entry; unsigned runs
-/// no checkpoint covers are [`Verification::unsigned`].
+/// checkpoint of its chain covers it, the Merkle root of the hashes the walk found for its run
+/// being the one it signs; a checkpoint that signs another root, names no run of the chain, or
+/// names an entry the chain no longer holds is a bad entry; unsigned runs no checkpoint covers
+/// are [`Verification::unsigned`].
 pub struct ChainCheck<E> {
     pub entries: u64,
     pub records: u64,

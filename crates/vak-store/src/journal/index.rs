@@ -182,8 +182,8 @@ pub(super) struct Indexed {
 }
 
 /// Insert `rows` in one transaction (each gets the next global `seq`); with `key`, a checkpoint
-/// it signs over them too (`rows` are then one run of one chain: the indexer's), so that no
-/// reader ever sees them without it.
+/// it signs over each run of one chain among them too (the indexer's batch is one run of its
+/// process's chain), so that no reader ever sees them without it.
 pub(super) fn insert(
     conn: &mut Connection,
     path: &Path,
@@ -230,9 +230,12 @@ pub(super) fn insert(
                 .map_err(&err)?;
         }
     }
-    if let (Some(key), Some(first), Some(last)) = (key, rows.first(), rows.last()) {
-        // The indexer's batch is one run of its chain, at most INDEX_BATCH entries.
-        let root = Checkpoint::root_of(rows.iter().map(|r| r.hash.as_str())).ok_or_else(|| {
+    // One checkpoint per run of one chain (the indexer's batch is one, of at most INDEX_BATCH).
+    for run in rows.chunk_by(|a, b| a.chain == b.chain) {
+        let (Some(key), Some(first), Some(last)) = (key, run.first(), run.last()) else {
+            break;
+        };
+        let root = Checkpoint::root_of(run.iter().map(|r| r.hash.as_str())).ok_or_else(|| {
             JournalError::Sqlite {
                 path: path.display().to_string(),
                 message: "an entry's hash is not SHA-256 in hex".into(),

@@ -80,7 +80,7 @@ fn entry(s: &Shown) -> Markup {
                 Ok(()) => p.ok { "This entry checks out: its hash, its links in its chain and its signature." },
                 Err(why) => p.bad { "This entry does NOT check out: " (shown(why)) ". What is shown is not what the host wrote." },
             }
-            (signature(&v))
+            (signature(&v, s.check.is_ok()))
         }
         section #summary {
             h2 { "Summary" }
@@ -172,10 +172,16 @@ fn entry(s: &Shown) -> Markup {
     }
 }
 
-/// The signature's fields (its check is the entry's, above).
-fn signature(v: &Value) -> Markup {
+/// The signature's fields (its check is the entry's, above), or what signs an entry written
+/// without one.
+fn signature(v: &Value, checks_out: bool) -> Markup {
     let Some(sig) = v.get("signature").filter(|s| !s.is_null()) else {
-        return html! { p.bad { "The entry carries no signature." } };
+        return match checks_out {
+            true => html! { p { "Written unsigned; the journal checkpoint that covers it signs it \
+            (the Merkle root of its batch's entry hashes). `vak audit show ID --proof` exports \
+            the record with that proof." } },
+            false => html! { p.bad { "The entry carries no signature." } },
+        };
     };
     html! {
         table { tbody {
