@@ -104,6 +104,22 @@ fn call_loop(dir: PathBuf, caller: String, until: Instant) -> Vec<(String, Strin
     acknowledged
 }
 
+/// A temporary folder with `tools()` and their policy written where `vak_in` reads them (as a
+/// server started there would), and the project folder `replace` may edit.
+fn prepared() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    drop(serve_command(
+        dir.path(),
+        &tools(),
+        &policy(&project),
+        &[],
+        std::process::Stdio::null(),
+    ));
+    (dir, project)
+}
+
 fn client_of(child: &mut tokio::process::Child) -> Client {
     let stdin = child.stdin.take().expect("stdin");
     let stdout = child.stdout.take().expect("stdout");
@@ -389,16 +405,7 @@ async fn a_call_whose_started_entry_cannot_be_written_does_not_run() {
 /// printed with a warning and exit status 1.
 #[test]
 fn audit_show_checks_what_it_prints_and_takes_either_id() {
-    let dir = tempfile::tempdir().unwrap();
-    let project = dir.path().join("project");
-    std::fs::create_dir_all(&project).unwrap();
-    drop(serve_command(
-        dir.path(),
-        &tools(),
-        &policy(&project),
-        &[],
-        std::process::Stdio::null(),
-    ));
+    let (dir, _project) = prepared();
     // A model that gave two tool calls one id.
     let document = json!({ "content": [
         { "type": "tool_use", "id": "toolu_same", "name": "stats", "input": { "values": [1, 2] } },
@@ -470,20 +477,11 @@ fn audit_show_checks_what_it_prints_and_takes_either_id() {
 /// `--signing checkpoints`: `vak call` processes, one after another on one state directory
 /// (each taking the chain the one before let go), print their records unsigned; the journal
 /// signs them in checkpoints, so `vak audit show` and `vak audit verify` check every one, beside
-/// a record signed on its own by a process with the default signing. An unsigned record changed
+/// a record signed on its own by a process with `--signing records`. An unsigned record changed
 /// in the database, its chain hashed again so that the chain alone still links, fails both.
 #[test]
 fn records_written_unsigned_are_verified_through_their_checkpoints() {
-    let dir = tempfile::tempdir().unwrap();
-    let project = dir.path().join("project");
-    std::fs::create_dir_all(&project).unwrap();
-    drop(serve_command(
-        dir.path(),
-        &tools(),
-        &policy(&project),
-        &[],
-        std::process::Stdio::null(),
-    ));
+    let (dir, _project) = prepared();
     let call = |signing: &str, n: u32| -> Value {
         let out = vak_in(dir.path())
             .args(["--signing", signing, "call", "stats"])
