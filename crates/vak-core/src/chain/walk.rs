@@ -19,12 +19,10 @@ struct Current {
     open: HashMap<String, (String, String, i64, i64)>,
     /// Whether the chain has had a `started` entry: from then on, every call that ran needs one.
     write_ahead: bool,
-    /// The chain's checkpoints not yet reached, by place.
-    checkpoints: VecDeque<Checkpoint>,
     /// Runs of entries written unsigned and not yet covered by a checkpoint (first, last).
     pending: Vec<(i64, i64)>,
-    /// The hashes of the chain's last entries, up to [`MAX_CHECKPOINT_RUN`], while it has
-    /// checkpoints to come: what the next checkpoint's root is computed from.
+    /// The hashes of the chain's last entries, up to [`MAX_CHECKPOINT_RUN`] (in a walk with
+    /// checkpoints): what a checkpoint's root is computed from.
     recent: VecDeque<String>,
 }
 
@@ -34,12 +32,13 @@ struct Current {
 /// call that ran (it has limits) follows its call's `started` entry, for the same tool and
 /// arguments. `E` reads the entries' text.
 ///
-/// Every entry must carry its own signature, unless the walk was given checkpoints
-/// ([`ChainCheck::with_checkpoints`]): then an entry written unsigned checks out once a
-/// checkpoint of its chain covers it, the Merkle root of the hashes the walk found for its run
-/// being the one it signs; a checkpoint that signs another root, names no run of the chain, or
-/// names an entry the chain no longer holds is a bad entry; unsigned runs no checkpoint covers
-/// are [`Verification::unsigned`].
+/// Every entry must carry its own signature, unless the walk takes checkpoints
+/// ([`ChainCheck::checkpointed`], each handed to [`ChainCheck::checkpoint`] in turn): then an
+/// entry written unsigned checks out once a checkpoint of its chain covers it, the Merkle root of
+/// the hashes the walk found for its run being the one it signs; a checkpoint that signs another
+/// root, names no run of the chain, or names an entry the chain does not hold is bad; unsigned
+/// runs no checkpoint covers are [`Verification::unsigned`]. The walk holds no more than one
+/// chain's last [`MAX_CHECKPOINT_RUN`] hashes, however many entries and checkpoints it reads.
 pub struct ChainCheck<E> {
     pub entries: u64,
     pub records: u64,
@@ -47,12 +46,10 @@ pub struct ChainCheck<E> {
     pub heads: Vec<Head>,
     pub unfinished: Vec<Unfinished>,
     current: Option<Current>,
-    /// Each chain's checkpoints, by place; `None`: every entry must be signed by itself.
-    checkpoints: Option<HashMap<String, VecDeque<Checkpoint>>>,
+    /// Whether entries written unsigned may be covered by checkpoints; else every entry must be
+    /// signed by itself.
+    checkpointed: bool,
     unsigned: Vec<Unsigned>,
-    /// A chain whose checkpoint names an entry beyond its last: its last entry's global place,
-    /// and why.
-    cut: Option<(i64, String)>,
     entry: PhantomData<fn() -> E>,
 }
 
@@ -65,33 +62,73 @@ impl<E> Default for ChainCheck<E> {
             heads: Vec::new(),
             unfinished: Vec::new(),
             current: None,
-            checkpoints: None,
+            checkpointed: false,
             unsigned: Vec::new(),
-            cut: None,
             entry: PhantomData,
         }
     }
 }
 
 impl<E: ChainEntry> ChainCheck<E> {
-    /// A walk that takes entries written unsigned when `checkpoints` (of any chains, in any
-    /// order) cover them.
-    pub fn with_checkpoints(checkpoints: impl IntoIterator<Item = Checkpoint>) -> Self {
-        let mut by_chain: HashMap<String, Vec<Checkpoint>> = HashMap::new();
-        for cp in checkpoints {
-            by_chain.entry(cp.chain.clone()).or_default().push(cp);
-        }
-        let by_chain = by_chain
-            .into_iter()
-            .map(|(chain, mut cps)| {
-                cps.sort_by_key(|cp| cp.seq);
-                (chain, VecDeque::from(cps))
-            })
-            .collect();
+    /// A walk that takes entries written unsigned when checkpoints cover them. The caller hands
+    /// it every checkpoint in the order of (chain, last entry), each right after the last entry
+    /// at or before that place ([`ChainCheck::checkpoint`]), as a merge of the entries and the
+    /// checkpoints, both sorted by chain and place, gives them.
+    pub fn checkpointed() -> Self {
         ChainCheck {
-            checkpoints: Some(by_chain),
+            checkpointed: true,
             ..ChainCheck::default()
         }
+    }
+
+    /// Check `cp`, a checkpoint of the chain walked (its last entry the one just checked) or
+    /// of an entry no chain holds; why it does not check out, if it does not.
+    pub fn checkpoint(&mut self, cp: &Checkpoint, trusted: &[impl AsRef<str>]) -> Option<String> {
+        self.check_checkpoint(cp, trusted)
+            .err()
+            .map(|why| format!("chain {}: {why}", cp.chain))
+    }
+
+    fn check_checkpoint(
+        &mut self,
+        cp: &Checkpoint,
+        trusted: &[impl AsRef<str>],
+    ) -> Result<(), String> {
+        let current = match self.current.as_mut() {
+            Some(c) if c.chain == cp.chain && !c.legacy && c.seq == cp.seq => c,
+            _ => {
+                return Err(format!(
+                    "its checkpoint at entry {} signs an entry the chain does not hold: entries were cut off its end, or the chain removed",
+                    cp.seq
+                ));
+            }
+        };
+        // Its run's hashes: the last `n` of the chain's, `n` as many as it covers.
+        let skip = cp
+            .run()
+            .and_then(|n| current.recent.len().checked_sub(n))
+            .ok_or_else(|| {
+                format!(
+                    "its checkpoint at entry {} names no run of the chain's entries (from {})",
+                    cp.seq, cp.from
+                )
+            })?;
+        cp.check(
+            current.recent.iter().skip(skip).map(String::as_str),
+            trusted,
+        )?;
+        // The runs before its first entry stay unsigned; those from it on are covered.
+        let chain = (!current.legacy).then(|| current.chain.clone());
+        for (first, last) in std::mem::take(&mut current.pending) {
+            if first < cp.from {
+                self.unsigned.push(Unsigned {
+                    chain: chain.clone(),
+                    from: first,
+                    to: last.min(cp.from - 1),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Check the next entry; why it does not check out (naming its chain and place), if it
@@ -118,11 +155,6 @@ impl<E: ChainEntry> ChainCheck<E> {
                 gseq: 0,
                 open: HashMap::new(),
                 write_ahead: false,
-                checkpoints: self
-                    .checkpoints
-                    .as_mut()
-                    .and_then(|c| c.remove(&row.chain))
-                    .unwrap_or_default(),
                 pending: Vec::new(),
                 recent: VecDeque::new(),
             });
@@ -142,12 +174,10 @@ impl<E: ChainEntry> ChainCheck<E> {
         let entry: E = row.check_content()?;
         match entry.verify_signature(trusted) {
             Ok(_) => {}
-            Err(VerifyError::Unsigned) if self.checkpoints.is_some() => {
-                match current.pending.last_mut() {
-                    Some((_, last)) if *last + 1 == row.chain_seq => *last = row.chain_seq,
-                    _ => current.pending.push((row.chain_seq, row.chain_seq)),
-                }
-            }
+            Err(VerifyError::Unsigned) if self.checkpointed => match current.pending.last_mut() {
+                Some((_, last)) if *last + 1 == row.chain_seq => *last = row.chain_seq,
+                _ => current.pending.push((row.chain_seq, row.chain_seq)),
+            },
             Err(e) => return Err(format!("its signature: {e}")),
         }
         match entry.kind() {
@@ -196,43 +226,11 @@ impl<E: ChainEntry> ChainCheck<E> {
         current.seq = row.chain_seq;
         current.hash = row.hash.clone();
         current.gseq = row.seq;
-        if !current.checkpoints.is_empty() {
+        if self.checkpointed {
             if current.recent.len() == MAX_CHECKPOINT_RUN {
                 current.recent.pop_front();
             }
             current.recent.push_back(row.hash.clone());
-        }
-        while let Some(cp) = current
-            .checkpoints
-            .front()
-            .filter(|cp| cp.seq <= row.chain_seq)
-        {
-            // Its run's hashes: the last `n` of the chain's, `n` as many as it covers.
-            let n = cp.run().unwrap_or(usize::MAX);
-            let skip = current.recent.len().checked_sub(n).unwrap_or(usize::MAX);
-            if cp.seq < row.chain_seq || skip == usize::MAX {
-                return Err(format!(
-                    "its checkpoint at entry {} names no run of the chain's entries (from {})",
-                    cp.seq, cp.from
-                ));
-            }
-            cp.check(
-                current.recent.iter().skip(skip).map(String::as_str),
-                trusted,
-            )?;
-            // The runs before its first entry stay unsigned; those from it on are covered.
-            let from = cp.from;
-            let chain = (!current.legacy).then(|| current.chain.clone());
-            for (first, last) in std::mem::take(&mut current.pending) {
-                if first < from {
-                    self.unsigned.push(Unsigned {
-                        chain: chain.clone(),
-                        from: first,
-                        to: last.min(from - 1),
-                    });
-                }
-            }
-            current.checkpoints.pop_front();
         }
         Ok(())
     }
@@ -243,17 +241,6 @@ impl<E: ChainEntry> ChainCheck<E> {
             return;
         };
         let chain = (!c.legacy).then(|| c.chain.clone());
-        if let Some(cp) = c.checkpoints.front()
-            && self.cut.is_none()
-        {
-            self.cut = Some((
-                c.gseq,
-                format!(
-                    "chain {}: its checkpoint signs entry {}, beyond its last ({}): entries were cut off its end",
-                    c.chain, cp.seq, c.seq
-                ),
-            ));
-        }
         self.unsigned
             .extend(c.pending.iter().map(|&(from, to)| Unsigned {
                 chain: chain.clone(),
@@ -281,25 +268,49 @@ impl<E: ChainEntry> ChainCheck<E> {
         self.unfinished.extend(open);
     }
 
+    /// Walk `entries` (sorted by chain and place) with `checkpoints` (sorted by chain and last
+    /// entry) merged in, each checkpoint right after its last entry, calling `each` after every
+    /// entry: the verdict, ended at the first entry or checkpoint that does not check out (a
+    /// checkpoint is named at the global place of the entry before it). Neither list is held in
+    /// memory; an error reading either ends the walk with it.
+    pub fn walk<Er>(
+        mut self,
+        entries: impl IntoIterator<Item = Result<Stored, Er>>,
+        checkpoints: impl IntoIterator<Item = Result<Checkpoint, Er>>,
+        trusted: &[impl AsRef<str>],
+        mut each: impl FnMut(),
+    ) -> Result<Verification, Er> {
+        let mut checkpoints = checkpoints.into_iter().peekable();
+        let mut last = 0;
+        for row in entries {
+            let row = row?;
+            if let Some(why) = self.next(&row, trusted) {
+                return Ok(self.finish(Some((row.seq, why))));
+            }
+            each();
+            last = row.seq;
+            while let Some(cp) = checkpoints.next_if(|cp| {
+                cp.as_ref().map_or(true, |cp| {
+                    (cp.chain.as_str(), cp.seq) <= (row.chain.as_str(), row.chain_seq)
+                })
+            }) {
+                if let Some(why) = self.checkpoint(&cp?, trusted) {
+                    return Ok(self.finish(Some((row.seq, why))));
+                }
+            }
+        }
+        // What is left names entries beyond every chain's end.
+        for cp in checkpoints {
+            if let Some(why) = self.checkpoint(&cp?, trusted) {
+                return Ok(self.finish(Some((last, why))));
+            }
+        }
+        Ok(self.finish(None))
+    }
+
     /// The walk's result, ended at `first_bad` if an entry did not check out.
     pub fn finish(mut self, first_bad: Option<(i64, String)>) -> Verification {
         self.close();
-        // Checkpoints of a chain that holds no entry at all (the walk ended at a bad entry
-        // before reaching every chain says nothing of them).
-        let emptied = self.checkpoints.as_ref().and_then(|c| {
-            c.iter()
-                .find(|(_, cps)| !cps.is_empty())
-                .map(|(chain, cps)| {
-                    (
-                        0,
-                        format!(
-                            "chain {chain}: its checkpoint signs entry {}, but the chain holds no entries",
-                            cps[0].seq
-                        ),
-                    )
-                })
-        });
-        let first_bad = first_bad.or(self.cut).or(emptied);
         Verification {
             entries: self.entries,
             records: self.records,
@@ -468,12 +479,29 @@ mod tests {
         }
     }
 
-    fn walk_with(rows: &[Stored], checkpoints: Vec<Checkpoint>) -> Verification {
-        let mut check = ChainCheck::<Fake>::with_checkpoints(checkpoints);
-        let bad = rows
-            .iter()
-            .find_map(|r| check.next(r, &[] as &[&str]).map(|why| (r.seq, why)));
-        check.finish(bad)
+    fn walk_with(rows: &[Stored], mut checkpoints: Vec<Checkpoint>) -> Verification {
+        checkpoints.sort_by(|a, b| (&a.chain, a.seq).cmp(&(&b.chain, b.seq)));
+        let ok = |r: &Stored| -> Result<Stored, ()> {
+            Ok(Stored {
+                seq: r.seq,
+                chain: r.chain.clone(),
+                legacy: r.legacy,
+                chain_seq: r.chain_seq,
+                kind: r.kind,
+                call_id: r.call_id.clone(),
+                text: r.text.clone(),
+                prev_hash: r.prev_hash.clone(),
+                hash: r.hash.clone(),
+            })
+        };
+        ChainCheck::<Fake>::checkpointed()
+            .walk(
+                rows.iter().map(ok),
+                checkpoints.into_iter().map(Ok),
+                &[] as &[&str],
+                || {},
+            )
+            .unwrap()
     }
 
     /// Entries written unsigned check out under a checkpoint that signs their chain's hash; a
@@ -521,8 +549,8 @@ mod tests {
         let why = walk_with(&rewritten, signed.clone()).first_bad.unwrap().1;
         assert_eq!(
             why,
-            "chain c entry 3: its checkpoint at entry 3 signs other entries: one from entry 1 on \
-             was changed after it was signed"
+            "chain c: its checkpoint at entry 3 signs other entries: one from entry 1 on was \
+             changed after it was signed"
         );
         // A checkpoint that names more entries than the chain has.
         let mut long = signed.clone();
@@ -534,9 +562,7 @@ mod tests {
         forged[0].at = "2026-12-08T00:00:00Z".into();
         let why = walk_with(&rows, forged).first_bad.unwrap().1;
         assert!(
-            why.starts_with(
-                "chain c entry 3: its checkpoint's signature: the signature does not match"
-            ),
+            why.starts_with("chain c: its checkpoint's signature: the signature does not match"),
             "{why}"
         );
 
@@ -545,11 +571,15 @@ mod tests {
             (seq, why.as_str()),
             (
                 2,
-                "chain c: its checkpoint signs entry 3, beyond its last (2): entries were cut off its end"
+                "chain c: its checkpoint at entry 3 signs an entry the chain does not hold: entries \
+                 were cut off its end, or the chain removed"
             )
         );
         let why = walk_with(&[], signed).first_bad.unwrap().1;
-        assert!(why.ends_with("but the chain holds no entries"), "{why}");
+        assert!(
+            why.contains("signs an entry the chain does not hold"),
+            "{why}"
+        );
     }
 
     /// Read alone, an unsigned entry checks out through the hashes its checkpoint covers, and

@@ -262,17 +262,11 @@ pub(super) fn insert(
     tx.commit().map_err(&err)
 }
 
-/// Every chain's checkpoints.
-pub(super) fn checkpoints(conn: &Connection, path: &Path) -> Result<Vec<Checkpoint>, JournalError> {
-    let err = sqlite(path);
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT chain, from_seq, seq, root, at, public_key, signature FROM checkpoints",
-        )
-        .map_err(&err)?;
-    let rows = stmt.query_map([], checkpoint).map_err(&err)?;
-    rows.collect::<Result<_, _>>().map_err(&err)
-}
+/// Every chain's checkpoints, by chain and last entry, as a walk reads them beside the entries
+/// ([`checkpoint`] reads a row).
+pub(super) const CHECKPOINTS_IN_ORDER: &str =
+    "SELECT chain, from_seq, seq, root, at, public_key, signature FROM checkpoints
+     ORDER BY chain, seq";
 
 /// The checkpoint that covers entry `chain_seq` of `chain`, if one does.
 pub(super) fn covering(
@@ -291,7 +285,8 @@ pub(super) fn covering(
     .map_err(sqlite(path))
 }
 
-fn checkpoint(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
+/// A checkpoint, from a row of `chain, from_seq, seq, root, at, public_key, signature`.
+pub(super) fn checkpoint(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
     Ok(Checkpoint {
         chain: r.get(0)?,
         from: r.get(1)?,

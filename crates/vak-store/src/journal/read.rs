@@ -214,7 +214,7 @@ impl Journal {
     }
 
     /// The check of `stored`, written unsigned, by the checkpoint that covers it and the
-    /// hashes of the entries that checkpoint covers (at most [`super::INDEX_BATCH`]).
+    /// hashes of the entries that checkpoint covers (at most [`chain::MAX_CHECKPOINT_RUN`]).
     fn covered(
         &self,
         conn: &Connection,
@@ -324,39 +324,42 @@ impl Journal {
         trusted: &[impl AsRef<str>],
         done: &AtomicU64,
     ) -> Result<Verification, JournalError> {
-        let mut stmt = conn
+        let mut entries = conn
             .prepare(
                 "SELECT seq, chain, chain_seq, kind, call_id, record, prev_hash, hash
                  FROM records ORDER BY chain, chain_seq",
             )
             .map_err(|e| self.err(e))?;
-        let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
-        // A local journal's entries may be written unsigned, under checkpoints.
-        let mut check =
-            chain::ChainCheck::with_checkpoints(super::index::checkpoints(conn, &self.path)?);
-        let mut first_bad = None;
-        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
-            let chain: String = row.get(1).map_err(|e| self.err(e))?;
-            let stored = chain::Stored {
-                seq: row.get(0).map_err(|e| self.err(e))?,
-                legacy: chain == log::LEGACY,
-                chain,
-                chain_seq: row.get(2).map_err(|e| self.err(e))?,
-                kind: Some(Kind::parse(
-                    &row.get::<_, String>(3).map_err(|e| self.err(e))?,
-                )),
-                call_id: row.get(4).map_err(|e| self.err(e))?,
-                text: row.get(5).map_err(|e| self.err(e))?,
-                prev_hash: row.get(6).map_err(|e| self.err(e))?,
-                hash: row.get(7).map_err(|e| self.err(e))?,
-            };
-            if let Some(why) = check.next(&stored, trusted) {
-                first_bad = Some((stored.seq, why));
-                break;
-            }
-            done.fetch_add(1, Ordering::Relaxed);
-        }
-        let mut v = check.finish(first_bad);
+        let entries = entries
+            .query_map([], |row| {
+                let chain: String = row.get(1)?;
+                Ok(chain::Stored {
+                    seq: row.get(0)?,
+                    legacy: chain == log::LEGACY,
+                    chain,
+                    chain_seq: row.get(2)?,
+                    kind: Some(Kind::parse(&row.get::<_, String>(3)?)),
+                    call_id: row.get(4)?,
+                    text: row.get(5)?,
+                    prev_hash: row.get(6)?,
+                    hash: row.get(7)?,
+                })
+            })
+            .map_err(|e| self.err(e))?
+            .map(|r| r.map_err(|e| self.err(e)));
+        // A local journal's entries may be written unsigned, under checkpoints: read beside
+        // the entries, in the same order, one at a time.
+        let mut checkpoints = conn
+            .prepare(super::index::CHECKPOINTS_IN_ORDER)
+            .map_err(|e| self.err(e))?;
+        let checkpoints = checkpoints
+            .query_map([], super::index::checkpoint)
+            .map_err(|e| self.err(e))?
+            .map(|r| r.map_err(|e| self.err(e)));
+        let mut v =
+            chain::ChainCheck::checkpointed().walk(entries, checkpoints, trusted, || {
+                done.fetch_add(1, Ordering::Relaxed);
+            })?;
         let mut live = HashMap::new();
         let unfinished = std::mem::take(&mut v.interrupted);
         for u in unfinished {
