@@ -367,7 +367,7 @@ async fn kill_9_under_load_loses_no_acknowledged_record() {
     eprintln!(
         "after kill -9: {} entries, {} of them unsigned at the end",
         v.entries,
-        v.unsigned.iter().map(|u| u.to - u.from + 1).sum::<i64>()
+        v.unsigned_entries()
     );
     for id in &acknowledged {
         let shown = j.show(id).unwrap();

@@ -107,14 +107,10 @@ pub(super) async fn run(
             };
             list(store, &filter).await
         }
-        Some(AuditCommand::Show {
-            call_id,
-            proof: false,
-        }) => show(store, call_id).await,
-        Some(AuditCommand::Show {
-            call_id,
-            proof: true,
-        }) => show_proof(store, call_id).await,
+        Some(AuditCommand::Show { call_id, proof }) => match proof {
+            true => show_proof(store, call_id).await,
+            false => show(store, call_id).await,
+        },
         Some(AuditCommand::Verify { key }) => verify(store, key).await,
         Some(AuditCommand::Serve {
             http,
@@ -347,7 +343,7 @@ async fn verify(store: &vak_host::Store, key: &[String]) -> ExitCode {
             let chains = v.heads.len();
             let verdict = match &v.first_bad {
                 None if !v.unsigned.is_empty() => {
-                    let entries: i64 = v.unsigned.iter().map(|u| u.to - u.from + 1).sum();
+                    let entries = v.unsigned_entries();
                     say!(
                         "journal UNSIGNED: {} entries in {chains} chain{} check out, but {entries} of them were written unsigned and no checkpoint signs them (their process ended before its indexer signed them, or they were added behind its back): linked, not verified",
                         v.entries,

@@ -89,12 +89,17 @@ impl Checkpoint {
         };
         let hashes: Vec<&str> = hashes.into_iter().collect();
         if hashes.len() != n || Checkpoint::root_of(hashes).as_deref() != Some(&self.root) {
-            return Err(format!(
-                "its checkpoint at entry {} signs other entries: one from entry {} on was changed after it was signed",
-                self.seq, self.from
-            ));
+            return Err(self.other_entries());
         }
         self.verify(trusted).map(drop)
+    }
+
+    /// Why hashes given for its run are not the ones it signs.
+    pub(super) fn other_entries(&self) -> String {
+        format!(
+            "its checkpoint at entry {} signs other entries: one from entry {} on was changed after it was signed",
+            self.seq, self.from
+        )
     }
 
     /// Check the signature alone (made by one of `trusted`, when any are given); the key.

@@ -93,6 +93,7 @@ pub trait ChainEntry: Sized {
 }
 
 /// One stored entry, as a walk reads it.
+#[derive(Debug, Clone)]
 pub struct Stored {
     /// Its place in the global commit order.
     pub seq: i64,
@@ -180,10 +181,7 @@ pub fn check_covered<E: ChainEntry>(
         .ok()
         .and_then(|i| run.get(i));
     if own != Some(&row.hash) {
-        return Err(format!(
-            "its checkpoint at entry {} signs other entries: one from entry {} on was changed after it was signed",
-            cp.seq, cp.from
-        ));
+        return Err(cp.other_entries());
     }
     cp.check(run.iter().map(String::as_str), &[] as &[&str])
 }
@@ -246,6 +244,13 @@ pub struct Verification {
     /// Entries written unsigned that no checkpoint covers (a local journal with `--signing
     /// checkpoints` whose process died before signing them): linked, not verified.
     pub unsigned: Vec<Unsigned>,
+}
+
+impl Verification {
+    /// How many entries [`Verification::unsigned`] names.
+    pub fn unsigned_entries(&self) -> i64 {
+        self.unsigned.iter().map(|u| u.to - u.from + 1).sum()
+    }
 }
 
 /// The head of one chain.

@@ -119,8 +119,8 @@ impl HostBuilder {
         self
     }
 
-    /// What the key signs: every record (the default), or checkpoints of the local journal's
-    /// chain, off the call path (see [`crate::signing::Signing`]).
+    /// What the key signs: checkpoints of the local journal's chain, off the call path (the
+    /// default), or every record on it (see [`crate::signing::Signing`]).
     pub fn signing(mut self, signing: crate::signing::Signing) -> Self {
         self.signing = signing;
         self

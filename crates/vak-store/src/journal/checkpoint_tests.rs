@@ -1,19 +1,8 @@
 //! The journal signing checkpoints instead of entries (`Journal::sign_checkpoints`).
 
+use super::tests::{LIMITS, key};
 use super::*;
-use crate::record::Limits;
 use rusqlite::params;
-
-fn key() -> Arc<HostKey> {
-    Arc::new(HostKey::from_seed_hex(&"07".repeat(32)).unwrap())
-}
-
-const LIMITS: Limits = Limits {
-    fuel: 1000,
-    memory_bytes: 1 << 20,
-    wall_time_ms: 100,
-    result_bytes: 1000,
-};
 
 /// Calls 1 to `n` appended the way a host appends them (a `started` entry, then the record),
 /// unsigned under checkpoints; the records as the callers got them back.

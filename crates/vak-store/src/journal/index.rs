@@ -11,7 +11,7 @@ use super::{Durability, JournalError, Row, sqlite};
 use crate::signing::HostKey;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 use vak_core::chain::Checkpoint;
 
@@ -231,42 +231,65 @@ pub(super) fn insert(
         }
     }
     // One checkpoint per run of one chain (the indexer's batch is one, of at most INDEX_BATCH).
-    for run in rows.chunk_by(|a, b| a.chain == b.chain) {
-        let (Some(key), Some(first), Some(last)) = (key, run.first(), run.last()) else {
-            break;
-        };
-        let root = Checkpoint::root_of(run.iter().map(|r| r.hash.as_str())).ok_or_else(|| {
-            JournalError::Sqlite {
-                path: path.display().to_string(),
-                message: "an entry's hash is not SHA-256 in hex".into(),
-            }
-        })?;
-        let cp = key.sign_checkpoint(&last.chain, first.chain_seq, last.chain_seq, root);
-        tx.prepare_cached(
-            "INSERT INTO checkpoints (chain, seq, from_seq, root, at, public_key, signature)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )
-        .and_then(|mut insert| {
-            insert.execute(params![
-                cp.chain,
-                cp.seq,
-                cp.from,
-                cp.root,
-                cp.at,
-                cp.public_key,
-                cp.signature
-            ])
-        })
-        .map_err(&err)?;
+    if let Some(key) = key {
+        for run in rows.chunk_by(|a, b| a.chain == b.chain) {
+            sign_run(&tx, path, key, run)?;
+        }
     }
     tx.commit().map_err(&err)
 }
 
+/// The `checkpoints` columns, in the order [`checkpoint`] reads them.
+macro_rules! checkpoint_columns {
+    () => {
+        "chain, from_seq, seq, root, at, public_key, signature"
+    };
+}
+
+/// Sign a checkpoint over `run` (entries of one chain, in order, at least one) and insert it.
+fn sign_run(
+    tx: &rusqlite::Transaction<'_>,
+    path: &Path,
+    key: &HostKey,
+    run: &[Indexed],
+) -> Result<(), JournalError> {
+    let (Some(first), Some(last)) = (run.first(), run.last()) else {
+        return Ok(());
+    };
+    let root = Checkpoint::root_of(run.iter().map(|r| r.hash.as_str())).ok_or_else(|| {
+        JournalError::Sqlite {
+            path: path.display().to_string(),
+            message: "an entry's hash is not SHA-256 in hex".into(),
+        }
+    })?;
+    let cp = key.sign_checkpoint(&last.chain, first.chain_seq, last.chain_seq, root);
+    tx.prepare_cached(concat!(
+        "INSERT INTO checkpoints (",
+        checkpoint_columns!(),
+        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+    ))
+    .and_then(|mut insert| {
+        insert.execute(params![
+            cp.chain,
+            cp.from,
+            cp.seq,
+            cp.root,
+            cp.at,
+            cp.public_key,
+            cp.signature
+        ])
+    })
+    .map(drop)
+    .map_err(sqlite(path))
+}
+
 /// Every chain's checkpoints, by chain and last entry, as a walk reads them beside the entries
 /// ([`checkpoint`] reads a row).
-pub(super) const CHECKPOINTS_IN_ORDER: &str =
-    "SELECT chain, from_seq, seq, root, at, public_key, signature FROM checkpoints
-     ORDER BY chain, seq";
+pub(super) const CHECKPOINTS_IN_ORDER: &str = concat!(
+    "SELECT ",
+    checkpoint_columns!(),
+    " FROM checkpoints ORDER BY chain, seq"
+);
 
 /// The checkpoint that covers entry `chain_seq` of `chain`, if one does.
 pub(super) fn covering(
@@ -276,8 +299,12 @@ pub(super) fn covering(
     chain_seq: i64,
 ) -> Result<Option<Checkpoint>, JournalError> {
     conn.query_row(
-        "SELECT chain, from_seq, seq, root, at, public_key, signature FROM checkpoints
-         WHERE chain = ?1 AND seq >= ?2 AND from_seq <= ?2 ORDER BY seq LIMIT 1",
+        concat!(
+            "SELECT ",
+            checkpoint_columns!(),
+            " FROM checkpoints WHERE chain = ?1 AND seq >= ?2 AND from_seq <= ?2
+             ORDER BY seq LIMIT 1"
+        ),
         params![chain, chain_seq],
         checkpoint,
     )
@@ -285,7 +312,7 @@ pub(super) fn covering(
     .map_err(sqlite(path))
 }
 
-/// A checkpoint, from a row of `chain, from_seq, seq, root, at, public_key, signature`.
+/// A checkpoint, from a row of [`checkpoint_columns`].
 pub(super) fn checkpoint(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
     Ok(Checkpoint {
         chain: r.get(0)?,
@@ -346,8 +373,9 @@ pub(super) struct Index {
     more: Condvar,
     /// Wakes those waiting for the indexer: records inserted, or an insert failed.
     progress: Condvar,
-    /// The key that signs a checkpoint over each batch inserted (`--signing checkpoints`).
-    checkpoint_key: Mutex<Option<Arc<HostKey>>>,
+    /// The key that signs a checkpoint over each batch inserted (`--signing checkpoints`): set
+    /// once, read without a lock on every call's path.
+    checkpoint_key: OnceLock<Arc<HostKey>>,
 }
 
 struct Queue {
@@ -375,24 +403,21 @@ impl Index {
             }),
             more: Condvar::new(),
             progress: Condvar::new(),
-            checkpoint_key: Mutex::new(None),
+            checkpoint_key: OnceLock::new(),
         }
     }
 
-    /// Sign a checkpoint over each batch inserted from now on, with `key`.
+    /// Sign a checkpoint over each batch inserted from now on, with `key` (the first key given
+    /// stays: a journal's checkpoints have one signer).
     pub(super) fn sign_checkpoints(&self, key: Arc<HostKey>) {
-        *self
-            .checkpoint_key
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(key);
+        if self.checkpoint_key.set(key).is_err() {
+            tracing::debug!("the journal already signs checkpoints: its key stays");
+        }
     }
 
     /// Whether a checkpoint is signed over each batch.
     pub(super) fn signs_checkpoints(&self) -> bool {
-        self.checkpoint_key
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
+        self.checkpoint_key.get().is_some()
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -503,12 +528,8 @@ impl Index {
             let take = q.rows.len().min(INDEX_BATCH);
             let rows: Vec<Indexed> = q.rows.drain(..take).collect();
             drop(q);
-            let key = self
-                .checkpoint_key
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
-            let inserted = insert(&mut conn, path, &rows, key.as_deref());
+            let key = self.checkpoint_key.get().map(Arc::as_ref);
+            let inserted = insert(&mut conn, path, &rows, key);
             q = self.lock();
             match inserted {
                 Ok(()) => {

@@ -561,9 +561,6 @@ impl Journal {
         key: &Arc<HostKey>,
     ) -> Result<Entry, JournalError> {
         record.signature = None;
-        if self.signs_checkpoints() {
-            return self.append_async(record).await;
-        }
         // One serialization: its digest is what is signed, and the writer splices the
         // signature into the same text.
         let text = serde_json::to_string(&*record).unwrap_or_default();
@@ -584,25 +581,21 @@ impl Journal {
     ) -> Result<Entry, JournalError> {
         started.signature = None;
         let text = started.unsigned_text();
-        if self.signs_checkpoints() {
-            let answer = self.submit(Row::started(started, text), None)?;
-            let committed = answer.await.unwrap_or_else(|_| Err(self.gone()))?;
-            return Ok(committed.entry);
-        }
         let committed = self.append_signed(Row::started(started, text), key).await?;
         started.signature = committed.signature;
         Ok(committed.entry)
     }
 
     /// Append `row`, whose text is unsigned, for the writer to sign with `key` (with the rest of
-    /// its batch); what it committed.
+    /// its batch), unless the journal signs checkpoints: then it goes as it is, and the
+    /// indexer's checkpoint signs it; what it committed.
     async fn append_signed(&self, row: Row, key: &Arc<HostKey>) -> Result<Committed, JournalError> {
-        let sign = ToSign {
+        let sign = (!self.signs_checkpoints()).then(|| ToSign {
             digest: crate::signing::text_digest(&row.text),
             key: key.clone(),
             signed: None,
-        };
-        let answer = self.submit(row, Some(sign))?;
+        });
+        let answer = self.submit(row, sign)?;
         answer.await.unwrap_or_else(|_| Err(self.gone()))
     }
 

@@ -1,6 +1,6 @@
 //! An entry's proof of inclusion under the checkpoint that signs it, for export.
 
-use super::chain::{self, Checkpoint, EntryProof, Kind};
+use super::chain::{self, EntryProof, Kind};
 use super::{Journal, JournalError};
 use rusqlite::{OptionalExtension, params};
 
@@ -32,8 +32,7 @@ impl Journal {
             return Ok(None);
         };
         let run = self.run_hashes(&conn, &checkpoint)?;
-        let Some(inclusion) = Checkpoint::proof(&checkpoint, run.iter().map(String::as_str), entry)
-        else {
+        let Some(inclusion) = checkpoint.proof(run.iter().map(String::as_str), entry) else {
             return Ok(None);
         };
         Ok(Some(EntryProof {

@@ -129,8 +129,8 @@ impl Journal {
         let conn = self.read()?;
         let mut stmt = conn
             .prepare(
-                "SELECT seq, chain, chain_seq, kind, call_id, tool, status, received_at, record,
-                        prev_hash, hash
+                "SELECT seq, chain, chain_seq, kind, call_id, record, prev_hash, hash, tool,
+                        status, received_at
                  FROM records WHERE call_id = ?1 OR provider_call_id = ?1
                  ORDER BY received_at, seq LIMIT 1000",
             )
@@ -138,20 +138,10 @@ impl Journal {
         let rows = stmt
             .query_map([id], |r| {
                 Ok((
-                    chain::Stored {
-                        seq: r.get(0)?,
-                        chain: r.get(1)?,
-                        legacy: false,
-                        chain_seq: r.get(2)?,
-                        kind: Some(Kind::parse(&r.get::<_, String>(3)?)),
-                        call_id: r.get(4)?,
-                        text: r.get(8)?,
-                        prev_hash: r.get(9)?,
-                        hash: r.get(10)?,
-                    },
-                    r.get::<_, String>(5)?,
-                    r.get::<_, String>(6)?,
-                    r.get::<_, String>(7)?,
+                    stored(r)?,
+                    r.get::<_, String>(8)?,
+                    r.get::<_, String>(9)?,
+                    r.get::<_, String>(10)?,
                 ))
             })
             .map_err(|e| self.err(e))?;
@@ -164,12 +154,11 @@ impl Journal {
             .filter(|(s, ..)| s.kind == Some(Kind::Record))
             .map(|(s, ..)| s.call_id.clone())
             .collect();
-        for (mut stored, tool, mut status, received_at) in rows {
+        for (stored, tool, mut status, received_at) in rows {
             let kind = stored.kind.unwrap_or(Kind::Record);
             if kind == Kind::Started && finished.contains(&stored.call_id) {
                 continue;
             }
-            stored.legacy = stored.chain == log::LEGACY;
             if kind == Kind::Started {
                 let running = self.running(&conn, &mut live, &stored.chain, stored.chain_seq)?;
                 status = if running { "running" } else { "interrupted" }.to_string();
@@ -222,18 +211,14 @@ impl Journal {
         before: Option<&str>,
         after: Option<&str>,
     ) -> Result<Result<(), String>, JournalError> {
-        let Some(cp) = super::index::covering(conn, &self.path, &stored.chain, stored.chain_seq)?
-        else {
-            return Ok(chain::check_covered::<chain::Parsed>(
-                stored, before, after, None,
-            ));
+        let cover = match super::index::covering(conn, &self.path, &stored.chain, stored.chain_seq)?
+        {
+            Some(cp) => Some((self.run_hashes(conn, &cp)?, cp)),
+            None => None,
         };
-        let run = self.run_hashes(conn, &cp)?;
+        let cover = cover.as_ref().map(|(run, cp)| (cp, &run[..]));
         Ok(chain::check_covered::<chain::Parsed>(
-            stored,
-            before,
-            after,
-            Some((&cp, &run)),
+            stored, before, after, cover,
         ))
     }
 
@@ -331,20 +316,7 @@ impl Journal {
             )
             .map_err(|e| self.err(e))?;
         let entries = entries
-            .query_map([], |row| {
-                let chain: String = row.get(1)?;
-                Ok(chain::Stored {
-                    seq: row.get(0)?,
-                    legacy: chain == log::LEGACY,
-                    chain,
-                    chain_seq: row.get(2)?,
-                    kind: Some(Kind::parse(&row.get::<_, String>(3)?)),
-                    call_id: row.get(4)?,
-                    text: row.get(5)?,
-                    prev_hash: row.get(6)?,
-                    hash: row.get(7)?,
-                })
-            })
+            .query_map([], stored)
             .map_err(|e| self.err(e))?
             .map(|r| r.map_err(|e| self.err(e)));
         // A local journal's entries may be written unsigned, under checkpoints: read beside
@@ -573,4 +545,21 @@ impl Journal {
             .map_err(|e| self.err(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
+}
+
+/// An entry as a walk reads it, from a row whose first columns are `seq, chain, chain_seq, kind,
+/// call_id, record, prev_hash, hash`.
+fn stored(r: &rusqlite::Row<'_>) -> rusqlite::Result<chain::Stored> {
+    let chain: String = r.get(1)?;
+    Ok(chain::Stored {
+        seq: r.get(0)?,
+        legacy: chain == log::LEGACY,
+        chain,
+        chain_seq: r.get(2)?,
+        kind: Some(Kind::parse(&r.get::<_, String>(3)?)),
+        call_id: r.get(4)?,
+        text: r.get(5)?,
+        prev_hash: r.get(6)?,
+        hash: r.get(7)?,
+    })
 }

@@ -5,7 +5,7 @@ use crate::record::Limits;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn key() -> Arc<HostKey> {
+pub(super) fn key() -> Arc<HostKey> {
     Arc::new(HostKey::from_seed_hex(&"07".repeat(32)).unwrap())
 }
 
@@ -15,7 +15,7 @@ fn record(n: u32) -> CallRecord {
     r
 }
 
-const LIMITS: Limits = Limits {
+pub(super) const LIMITS: Limits = Limits {
     fuel: 1000,
     memory_bytes: 1 << 20,
     wall_time_ms: 100,

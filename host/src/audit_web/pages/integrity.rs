@@ -81,7 +81,7 @@ fn verdict(done: &Done) -> Markup {
         @match &v.first_bad {
             None if !v.unsigned.is_empty() => p.bad #verdict {
                 "Journal UNSIGNED: " (v.entries) " entries in " (v.heads.len()) " chains are linked, but "
-                (v.unsigned.iter().map(|u| u.to - u.from + 1).sum::<i64>())
+                (v.unsigned_entries())
                 " of them were written unsigned and no checkpoint signs them: not verified."
             },
             None => p.ok #verdict {
