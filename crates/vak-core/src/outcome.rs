@@ -206,7 +206,7 @@ pub fn evaluate(
                     Err(e) => e.to_string(),
                 },
             });
-            let missing: Vec<&str> = s.material.iter().filter(|m| p.pointer(m).is_none()).map(String::as_str).collect();
+            let missing: Vec<&str> = s.material.iter().filter(|m| crate::evidence::value_at(p, m).is_none()).map(String::as_str).collect();
             // A comparison means something only between aligned series: alignment is part of
             // the data domain's result contract, whether or not the caller asked for it.
             let misaligned = s.domain == Domain::DataComparison && passed && !shown_aligned(p);

@@ -223,11 +223,15 @@ fn render(
     evidence: &[CheckedEvidence],
     diagnostics: &[String],
 ) -> String {
-    let payload: serde_json::Value = result
-        .payload_json
-        .as_deref()
-        .and_then(|p| serde_json::from_str(p).ok())
-        .unwrap_or(serde_json::Value::Null);
+    // Only a card and the HTML page show the payload's fields: a document is not parsed.
+    let payload: serde_json::Value = match (card, medium) {
+        (None, Medium::Markdown | Medium::PlainText) => serde_json::Value::Null,
+        _ => result
+            .payload_json
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p).ok())
+            .unwrap_or(serde_json::Value::Null),
+    };
     if medium == Medium::Html {
         return html_page(result, outcome, evidence, card, &payload, diagnostics);
     }

@@ -5,7 +5,9 @@ use super::bodies::BodyMatcher;
 use crate::registry::{Backing, Computation, Derivation, FieldBinding, PayloadSchema, Relation};
 use crate::types::{Capability, Receipt};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fmt::Write as _;
 
 /// Longest rendering of a value in a diagnostic.
 const MAX_SHOWN: usize = 120;
@@ -21,12 +23,53 @@ pub(crate) fn show(v: &Value) -> String {
     }
 }
 
-fn escape_segment(s: &str) -> String {
-    s.replace('~', "~0").replace('/', "~1")
+/// `key` appended to `at` as one JSON Pointer segment (RFC 6901: `~` as `~0`, `/` as `~1`).
+fn push_segment(at: &mut String, key: &str) {
+    at.push('/');
+    for c in key.chars() {
+        match c {
+            '~' => at.push_str("~0"),
+            '/' => at.push_str("~1"),
+            c => at.push(c),
+        }
+    }
 }
 
-fn unescape_segment(s: &str) -> String {
-    s.replace("~1", "/").replace("~0", "~")
+/// A JSON Pointer segment with `~1` and `~0` undone, in that order; borrowed when it escapes
+/// nothing (almost always), so a lookup allocates nothing.
+fn unescape_segment(s: &str) -> Cow<'_, str> {
+    if s.contains('~') {
+        Cow::Owned(s.replace("~1", "/").replace("~0", "~"))
+    } else {
+        Cow::Borrowed(s)
+    }
+}
+
+/// An array index as RFC 6901 spells it: decimal digits, no sign, no leading zero (what
+/// `serde_json::Value::pointer` accepts).
+fn index_of(segment: &str) -> Option<usize> {
+    if segment.starts_with('+') || (segment.starts_with('0') && segment.len() != 1) {
+        return None;
+    }
+    segment.parse().ok()
+}
+
+/// The value at `pointer` in `v`, exactly as `serde_json::Value::pointer` finds it, without
+/// allocating for the segments that escape nothing. The evidence checks look up a pointer per
+/// item, per computation input and per material field of every call.
+pub(crate) fn value_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a Value> {
+    if pointer.is_empty() {
+        return Some(v);
+    }
+    let rest = pointer.strip_prefix('/')?;
+    rest.split('/').try_fold(v, |target, segment| {
+        let segment = unescape_segment(segment);
+        match target {
+            Value::Object(map) => map.get(segment.as_ref()),
+            Value::Array(items) => index_of(&segment).and_then(|i| items.get(i)),
+            _ => None,
+        }
+    })
 }
 
 /// One field the schema binds, present in the payload.
@@ -42,49 +85,63 @@ pub(crate) struct Leaf<'a> {
 /// binding.
 pub(crate) fn leaves<'a>(schema: &'a PayloadSchema, payload: &'a Value) -> Vec<Leaf<'a>> {
     let mut out: Vec<Leaf<'a>> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut at = String::new();
     for b in &schema.bindings {
         let segments: Vec<&str> = if b.pattern.is_empty() {
             Vec::new()
         } else {
             b.pattern.split('/').skip(1).collect()
         };
-        let mut found = Vec::new();
-        walk(payload, &segments, String::new(), &mut found);
-        for (pointer, value) in found {
-            if seen.insert(pointer.clone()) {
-                out.push(Leaf {
-                    pointer,
-                    value,
-                    binding: b,
-                });
-            }
-        }
+        walk(payload, &segments, &mut at, &mut |pointer, value| {
+            out.push(Leaf {
+                pointer,
+                value,
+                binding: b,
+            })
+        });
     }
+    // A stable sort keeps the fields of one pointer in the bindings' order: the first stays.
     out.sort_by(|a, b| a.pointer.cmp(&b.pointer));
+    out.dedup_by(|later, first| later.pointer == first.pointer);
     out
 }
 
-fn walk<'a>(v: &'a Value, segments: &[&str], at: String, out: &mut Vec<(String, &'a Value)>) {
+/// The fields under `v` that `segments` (a binding's pattern, `*` for every index) name, each
+/// with its concrete pointer (`at` followed by the segments as found).
+fn walk<'a>(
+    v: &'a Value,
+    segments: &[&str],
+    at: &mut String,
+    found: &mut impl FnMut(String, &'a Value),
+) {
     let Some((first, rest)) = segments.split_first() else {
-        out.push((at, v));
+        found(at.clone(), v);
         return;
     };
+    let len = at.len();
     match (v, *first) {
         (Value::Array(items), "*") => {
             for (i, item) in items.iter().enumerate() {
-                walk(item, rest, format!("{at}/{i}"), out);
+                // Writing to a String cannot fail.
+                let _ = write!(at, "/{i}");
+                walk(item, rest, at, found);
+                at.truncate(len);
             }
         }
-        (Value::Array(items), seg) => {
-            if let Some(item) = seg.parse::<usize>().ok().and_then(|i| items.get(i)) {
-                walk(item, rest, format!("{at}/{seg}"), out);
+        (Value::Array(items), segment) => {
+            if let Some(item) = segment.parse::<usize>().ok().and_then(|i| items.get(i)) {
+                at.push('/');
+                at.push_str(segment);
+                walk(item, rest, at, found);
+                at.truncate(len);
             }
         }
-        (Value::Object(map), seg) => {
-            let key = unescape_segment(seg);
-            if let Some(item) = map.get(&key) {
-                walk(item, rest, format!("{at}/{}", escape_segment(&key)), out);
+        (Value::Object(map), segment) => {
+            let key = unescape_segment(segment);
+            if let Some(item) = map.get(key.as_ref()) {
+                push_segment(at, &key);
+                walk(item, rest, at, found);
+                at.truncate(len);
             }
         }
         _ => {}
@@ -277,7 +334,7 @@ fn offset_in_zone(receipt: &Receipt) -> Option<i64> {
 pub const RELATIVE_TOLERANCE: f64 = 1e-9;
 
 fn numbers(payload: &Value, pointer: &str) -> Result<Vec<f64>, String> {
-    match payload.pointer(pointer) {
+    match value_at(payload, pointer) {
         Some(Value::Array(items)) => items
             .iter()
             .map(|v| {
@@ -354,12 +411,15 @@ pub(crate) fn agrees(shown: f64, computed: f64) -> bool {
     (shown - computed).abs() <= RELATIVE_TOLERANCE * scale
 }
 
+/// The computations made for one result, by computation and inputs.
+pub(crate) type Computed<'a> = HashMap<(Computation, &'a [String]), Result<f64, String>>;
+
 /// Whether a computed field's value agrees with the host's computation; `Err` is the diagnostic.
 /// `cache` keeps each computation's result, so many items naming one field cost one computation.
-pub(crate) fn recompute(
-    leaf: &Leaf<'_>,
+pub(crate) fn recompute<'a>(
+    leaf: &Leaf<'a>,
     payload: &Value,
-    cache: &mut HashMap<String, Result<f64, String>>,
+    cache: &mut Computed<'a>,
 ) -> Result<(), String> {
     let Backing::Computed {
         computation,
@@ -368,9 +428,8 @@ pub(crate) fn recompute(
     else {
         return Err(format!("{} is not a computed field", leaf.pointer));
     };
-    let key = format!("{}({})", computation.name(), inputs.join(","));
     let computed = cache
-        .entry(key)
+        .entry((*computation, inputs.as_slice()))
         .or_insert_with(|| compute(*computation, inputs, payload))
         .clone();
     let computed = computed.map_err(|why| format!("{}: {why}", leaf.pointer))?;
@@ -390,6 +449,7 @@ pub(crate) fn recompute(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::Registry;
     use serde_json::json;
 
     #[test]
@@ -430,6 +490,74 @@ mod tests {
         assert!(compute(Computation::Mean, &inputs(&["/a/x"]), &p).is_err());
         assert!(agrees(0.1 + 0.2, 0.3));
         assert!(!agrees(4.0, 4.000001));
+    }
+
+    #[test]
+    fn a_pointer_finds_what_serde_json_finds() {
+        let v = json!({
+            "a": {"b/c": [10, {"~d": 1, "~1": 2, "e~/": 3}]},
+            "": {"": 4},
+            "0": 5,
+            "list": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+        });
+        let pointers = [
+            "",
+            "/",
+            "//",
+            "/a",
+            "/a/b~1c",
+            "/a/b~1c/0",
+            "/a/b~1c/1/~0d",
+            "/a/b~1c/1/~01",
+            "/a/b~1c/1/e~0~1",
+            "/a/b~1c/01",
+            "/a/b~1c/+1",
+            "/a/b~1c/-",
+            "/a/b~1c/2",
+            "/a/b/c",
+            "/0",
+            "/list/11",
+            "/list/011",
+            "/list/1/",
+            "a",
+            "/a~",
+            "/a~2",
+            "/list/18446744073709551616",
+        ];
+        for p in pointers {
+            assert_eq!(value_at(&v, p), v.pointer(p), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn leaves_spell_each_field_once_with_the_first_binding_that_names_it() {
+        use crate::registry::{Computation, FieldBinding as F};
+        let mut schema = Registry::builtin()
+            .get("vak.data.summary/1")
+            .unwrap()
+            .clone();
+        schema.bindings = vec![
+            F::declared("/a~1b/*"),
+            F::computed("/a~1b/0", Computation::Count, &["/x"]),
+            F::declared("/~0/*/k"),
+        ];
+        let p = json!({"a/b": [1, 2], "~": [{"k": 1}, {"j": 2}, {"k": 3}]});
+        let found: Vec<(String, bool)> = leaves(&schema, &p)
+            .into_iter()
+            .map(|l| (l.pointer, matches!(l.binding.backing, Backing::Declared)))
+            .collect();
+        let expected = [
+            ("/a~1b/0", true),
+            ("/a~1b/1", true),
+            ("/~0/0/k", true),
+            ("/~0/2/k", true),
+        ];
+        let expected: Vec<(String, bool)> =
+            expected.iter().map(|(p, d)| (p.to_string(), *d)).collect();
+        assert_eq!(found, expected);
+        for (pointer, _) in &found {
+            assert!(value_at(&p, pointer).is_some(), "{pointer}");
+        }
     }
 
     #[test]

@@ -32,6 +32,7 @@ use crate::returned::EvidenceRecord;
 use crate::stage::{Stage, StageError};
 use crate::types::{Capability, Receipt};
 pub use bind::RELATIVE_TOLERANCE;
+pub(crate) use bind::value_at;
 use bodies::{Bodies, BodyMatcher};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -206,7 +207,7 @@ fn check_items(
         _ => Vec::new(),
     };
     let mut matcher = BodyMatcher::new(subject.bodies);
-    let mut computed_cache = HashMap::new();
+    let mut computed_cache = bind::Computed::new();
     let mut budget = MAX_BINDING_CHECKS;
     let mut seen = HashSet::new();
     let mut recomputed = vec![false; items.len()];
@@ -227,7 +228,7 @@ fn check_items(
         for pointer in &item.supports {
             let found = subject
                 .payload
-                .is_some_and(|p| pointer.is_empty() || p.pointer(pointer).is_some());
+                .is_some_and(|p| bind::value_at(p, pointer).is_some());
             if !found {
                 c.note(format!("supports {pointer:?}, which is not in the payload"));
             }

@@ -119,7 +119,7 @@ pub enum Relation {
 }
 
 /// A computation the host knows and recomputes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Computation {
     /// How many numbers the input array holds.

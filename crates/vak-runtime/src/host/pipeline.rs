@@ -169,10 +169,10 @@ impl Host {
         let Ok(returned) = dispatched_into(record, &permit, dispatched) else {
             return settlement;
         };
-        let Ok(()) = self.result(call, record, returned, reserved.limits.result_bytes) else {
+        let Ok(payload) = self.result(call, record, returned, reserved.limits.result_bytes) else {
             return settlement;
         };
-        if self.outcome(call, record) {
+        if self.outcome(call, record, payload.as_ref()) {
             projection(call, record);
             record.status = Status::Completed;
         }
@@ -391,14 +391,15 @@ impl Host {
     }
 
     /// Result: the guest's return collected into a typed result within its cap, its evidence
-    /// checked; or the tool's own error.
+    /// checked; or the tool's own error. Returns the payload, parsed once for the stages after
+    /// it, as the redacted record holds it.
     fn result(
         &self,
         call: &Call<'_>,
         record: &mut CallRecord,
         returned: Returned,
         result_bytes: u64,
-    ) -> Result<(), Ended> {
+    ) -> Result<Option<serde_json::Value>, Ended> {
         let t = Instant::now();
         let collected = match returned.value {
             GuestReturn::Completed(r) => result::collect(r, result_bytes),
@@ -427,13 +428,17 @@ impl Host {
             }
         };
         let r = collected.map_err(|e| end(record, &e, t))?;
-        let checked = self.evidence(record, &r, &returned.bodies);
+        let mut payload = payload_of(&r);
+        let checked = self.evidence(record, &r, payload.as_ref(), &returned.bodies);
         record.evidence = checked.map_err(|e| end(record, &e, t))?;
         record.result = Some(r);
         // The outcome and the projection are made from the redacted result.
-        crate::redaction::redact(record, &call.scrub);
+        if call.scrub.active() {
+            crate::redaction::redact(record, &call.scrub);
+            payload = record.result.as_ref().and_then(payload_of);
+        }
         record.passed(Stage::Result, t.elapsed(), String::new());
-        Ok(())
+        Ok(payload)
     }
 
     /// Evidence: each item of the result against the receipts of the call and its child runs,
@@ -442,13 +447,13 @@ impl Host {
         &self,
         record: &CallRecord,
         r: &ToolResultRecord,
+        payload: Option<&serde_json::Value>,
         bodies: &BodyStore,
     ) -> Result<Vec<crate::evidence::CheckedEvidence>, crate::evidence::EvidenceError> {
-        let payload = payload_of(r);
         let bodies = bodies.snapshot();
         let subject = crate::evidence::Subject {
             schema_id: r.payload_schema.as_deref(),
-            payload: payload.as_ref(),
+            payload,
             registry: &self.inner.registry,
             bodies: &bodies,
         };
@@ -457,16 +462,20 @@ impl Host {
 
     /// Outcome: the result contract and the caller's requirements, one by one. False when
     /// there is no result to judge.
-    fn outcome(&self, call: &Call<'_>, record: &mut CallRecord) -> bool {
+    fn outcome(
+        &self,
+        call: &Call<'_>,
+        record: &mut CallRecord,
+        payload: Option<&serde_json::Value>,
+    ) -> bool {
         let t = Instant::now();
         let Some(result) = record.result.as_ref() else {
             return false;
         };
-        let payload = payload_of(result);
         let outcome = crate::outcome::evaluate(
             &self.inner.registry,
             result.payload_schema.as_deref(),
-            payload.as_ref(),
+            payload,
             &record.evidence,
             &record.all_receipts(),
             &call.proposal.requirements,
