@@ -192,8 +192,17 @@ fn attachment(index: usize, a: wit::Attachment) -> Result<AttachmentRecord, Resu
     })
 }
 
+/// A result kept as returned, and its payload parsed (for the stages after `result`).
+#[derive(Debug)]
+pub struct Collected {
+    pub record: ToolResultRecord,
+    /// The payload as JSON; none without a payload, or when it is JSON that has no
+    /// `serde_json::Value` (a number past `f64`): such a payload is kept, as a document.
+    pub payload: Option<serde_json::Value>,
+}
+
 /// Keep the result as returned, once it is within `limit` bytes and its payload is JSON.
-pub fn collect(r: wit::ToolResult, limit: u64) -> Result<ToolResultRecord, ResultError> {
+pub fn collect(r: wit::ToolResult, limit: u64) -> Result<Collected, ResultError> {
     let actual = result_size(&r);
     if actual > limit {
         return Err(ResultError::TooLarge { limit, actual });
@@ -208,14 +217,22 @@ pub fn collect(r: wit::ToolResult, limit: u64) -> Result<ToolResultRecord, Resul
             });
         }
     }
-    if let Some(p) = &r.payload
-        && let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&p.json)
-    {
-        return Err(ResultError::PayloadNotJson {
-            schema: p.schema.clone(),
-            reason: e.to_string(),
-        });
-    }
+    let payload = match &r.payload {
+        None => None,
+        Some(p) => match serde_json::from_str::<serde_json::Value>(&p.json) {
+            Ok(v) => Some(v),
+            // Not every JSON text has a `Value` (1e400): whether it is JSON at all decides.
+            Err(_) => match serde_json::from_str::<serde::de::IgnoredAny>(&p.json) {
+                Ok(_) => None,
+                Err(e) => {
+                    return Err(ResultError::PayloadNotJson {
+                        schema: p.schema.clone(),
+                        reason: e.to_string(),
+                    });
+                }
+            },
+        },
+    };
     if r.attachments.len() > MAX_ATTACHMENTS {
         return Err(ResultError::BadAttachment {
             index: MAX_ATTACHMENTS,
@@ -260,7 +277,7 @@ pub fn collect(r: wit::ToolResult, limit: u64) -> Result<ToolResultRecord, Resul
             .unwrap_or_default()
             .as_bytes(),
     );
-    Ok(record)
+    Ok(Collected { record, payload })
 }
 
 /// The tool's own error value, kept as returned up to its caps ([`MAX_TOOL_ERROR_CODE_BYTES`],
@@ -372,7 +389,8 @@ mod tests {
             )]),
             1 << 20,
         )
-        .unwrap();
+        .unwrap()
+        .record;
         let a = &r.attachments[0];
         assert_eq!(a.kind, "image");
         assert_eq!(a.base64.as_deref(), Some("AQID"));
@@ -449,6 +467,33 @@ mod tests {
     }
 
     #[test]
+    fn a_payload_is_parsed_once_and_json_without_a_value_is_kept_as_a_document() {
+        let with = |json: &str| wit::ToolResult {
+            payload: Some(wit::Payload {
+                schema: "x".into(),
+                json: json.into(),
+            }),
+            markdown: String::new(),
+            evidence: Vec::new(),
+            attachments: Vec::new(),
+        };
+        let c = collect(with(r#"{"a":[1,2]}"#), 1 << 20).unwrap();
+        assert_eq!(c.payload, Some(serde_json::json!({"a": [1, 2]})));
+        // JSON, but past what a Value holds: kept, with no parsed payload (as before).
+        let c = collect(with("[1e400]"), 1 << 20).unwrap();
+        assert_eq!(c.record.payload_json.as_deref(), Some("[1e400]"));
+        assert_eq!(c.payload, None);
+        let e = collect(with("[1,"), 1 << 20).unwrap_err();
+        assert_eq!(e.kind(), "payload_not_json");
+        assert!(
+            collect(result_with(Vec::new()), 1 << 20)
+                .unwrap()
+                .payload
+                .is_none()
+        );
+    }
+
+    #[test]
     fn a_payload_deeper_than_the_argument_bound_is_refused_before_parsing() {
         let deep = |n: usize| wit::ToolResult {
             payload: Some(wit::Payload {
@@ -473,7 +518,7 @@ mod tests {
 
     #[test]
     fn a_result_without_attachments_keeps_the_digest_it_always_had() {
-        let r = collect(result_with(Vec::new()), 1 << 20).unwrap();
+        let r = collect(result_with(Vec::new()), 1 << 20).unwrap().record;
         let json = serde_json::to_string(&r).unwrap();
         assert!(!json.contains("attachments"), "{json}");
     }

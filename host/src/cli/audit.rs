@@ -107,10 +107,8 @@ pub(super) async fn run(
             };
             list(store, &filter).await
         }
-        Some(AuditCommand::Show { call_id, proof }) => match proof {
-            true => show_proof(store, call_id).await,
-            false => show(store, call_id).await,
-        },
+        Some(AuditCommand::Show { call_id, proof }) if *proof => show_proof(store, call_id).await,
+        Some(AuditCommand::Show { call_id, .. }) => show(store, call_id).await,
         Some(AuditCommand::Verify { key }) => verify(store, key).await,
         Some(AuditCommand::Serve {
             http,

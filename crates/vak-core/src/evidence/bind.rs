@@ -129,7 +129,9 @@ fn walk<'a>(
             }
         }
         (Value::Array(items), segment) => {
-            if let Some(item) = segment.parse::<usize>().ok().and_then(|i| items.get(i)) {
+            // An index as a pointer spells it, so that every field found is found again by
+            // `value_at` (a pattern's `01` names nothing).
+            if let Some(item) = index_of(segment).and_then(|i| items.get(i)) {
                 at.push('/');
                 at.push_str(segment);
                 walk(item, rest, at, found);
@@ -540,6 +542,7 @@ mod tests {
             F::declared("/a~1b/*"),
             F::computed("/a~1b/0", Computation::Count, &["/x"]),
             F::declared("/~0/*/k"),
+            F::declared("/a~1b/01"),
         ];
         let p = json!({"a/b": [1, 2], "~": [{"k": 1}, {"j": 2}, {"k": 3}]});
         let found: Vec<(String, bool)> = leaves(&schema, &p)

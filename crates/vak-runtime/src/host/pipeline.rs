@@ -427,8 +427,10 @@ impl Host {
                 return Err(end(record, &fault, t));
             }
         };
-        let r = collected.map_err(|e| end(record, &e, t))?;
-        let mut payload = payload_of(&r);
+        let result::Collected {
+            record: r,
+            mut payload,
+        } = collected.map_err(|e| end(record, &e, t))?;
         let checked = self.evidence(record, &r, payload.as_ref(), &returned.bodies);
         record.evidence = checked.map_err(|e| end(record, &e, t))?;
         record.result = Some(r);

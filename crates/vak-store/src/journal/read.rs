@@ -211,12 +211,10 @@ impl Journal {
         before: Option<&str>,
         after: Option<&str>,
     ) -> Result<Result<(), String>, JournalError> {
-        let cover = match super::index::covering(conn, &self.path, &stored.chain, stored.chain_seq)?
-        {
-            Some(cp) => Some((self.run_hashes(conn, &cp)?, cp)),
-            None => None,
-        };
-        let cover = cover.as_ref().map(|(run, cp)| (cp, &run[..]));
+        let cover = super::index::covering(conn, &self.path, &stored.chain, stored.chain_seq)?
+            .map(|cp| self.run_hashes(conn, &cp).map(|run| (cp, run)))
+            .transpose()?;
+        let cover = cover.as_ref().map(|(cp, run)| (cp, &run[..]));
         Ok(chain::check_covered::<chain::Parsed>(
             stored, before, after, cover,
         ))
