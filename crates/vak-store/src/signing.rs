@@ -11,7 +11,9 @@
 //!
 //! With [`Signing::Checkpoints`], entries of the local journal are written unsigned and the
 //! journal's indexer signs a checkpoint over each batch it inserts (`vak_core::chain::Checkpoint`):
-//! the call path pays a digest instead of a signature.
+//! the call path pays a digest instead of a signature. Without a journal, a host hashes its
+//! records into a chain in memory instead ([`MemoryChain`]) and signs a checkpoint when a proof
+//! is asked for.
 //!
 //! Checking a signature is pure and lives with the chain (`vak_core::chain::seal`); this module
 //! reads a record's signature for it. The key ([`HostKey`], in `key`) signs; reading a key file
@@ -19,9 +21,11 @@
 
 mod key;
 mod keyfile;
+pub mod memory_chain;
 mod nonces;
 
 pub use key::HostKey;
+pub use memory_chain::{MemoryChain, ProofError};
 pub use vak_core::chain::seal::{ALGORITHM, BATCH_ALGORITHM, VerifyError, text_digest};
 
 use crate::record::CallRecord;
@@ -40,8 +44,9 @@ pub enum Signing {
     /// journal took comes back unsigned, with its place in the chain
     /// ([`CallRecord::journaled`](crate::record::CallRecord::journaled)), and is signed once
     /// indexed (within milliseconds); the journal exports it with its proof
-    /// ([`crate::journal::Journal::proof`]). Where there is no local journal (`--no-journal`, a
-    /// shared store), records are signed as with `Records`.
+    /// ([`crate::journal::Journal::proof`]). Without a journal, records are hashed into a chain
+    /// kept in memory and come back unsigned; a checkpoint signs them when a proof is asked
+    /// for ([`MemoryChain`], `Host::proof`). A shared store signs records as with `Records`.
     #[default]
     Checkpoints,
 }

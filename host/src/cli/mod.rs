@@ -139,7 +139,9 @@ struct Cli {
     /// entries, off the call path (a call waits for no signature; its record is signed in the
     /// journal within milliseconds: `vak audit show ID --proof` exports it with its proof), or
     /// `records`, each record and `started` entry on the call path (what a caller gets back is
-    /// signed). Without a local journal (--no-journal, --store), records are signed either way.
+    /// signed). On a shared store (--store), records are signed either way; with --no-journal,
+    /// `call` signs each record it prints, and `serve` and `bench` hash records into a chain in
+    /// memory, signed by checkpoint only when a proof is asked for (nothing asks over MCP).
     #[arg(
         long,
         global = true,

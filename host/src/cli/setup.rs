@@ -114,7 +114,7 @@ pub(super) async fn build_host(
     )
     .store(store)
     .signing_key(key)
-    .signing(cli.signing.into());
+    .signing(signing(cli));
     if let Some(approver) = approver {
         builder = builder.approver(approver);
     }
@@ -123,6 +123,16 @@ pub(super) async fn build_host(
         None => builder.bundled_tools(),
     };
     Ok(builder.build().await?)
+}
+
+/// What the key signs: as `--signing` says, except that `vak call` without a journal signs each
+/// record, since it prints them and nothing could prove them later (a host without a journal
+/// keeps its chain in memory, for its own run only).
+fn signing(cli: &Cli) -> vak_host::signing::Signing {
+    match &cli.command {
+        super::Command::Call(_) if cli.no_journal => vak_host::signing::Signing::Records,
+        _ => cli.signing.into(),
+    }
 }
 
 /// The key that signs records: `--signing-key`, else `$VAK_SIGNING_KEY_FILE`, else a fresh one;

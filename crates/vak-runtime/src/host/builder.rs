@@ -119,8 +119,9 @@ impl HostBuilder {
         self
     }
 
-    /// What the key signs: checkpoints of the local journal's chain, off the call path (the
-    /// default), or every record on it (see [`crate::signing::Signing`]).
+    /// What the key signs: checkpoints, off the call path (the default: of the local journal's
+    /// chain, or, without a journal, of a chain in memory when [`Host::proof`] asks), or every
+    /// record on it (see [`crate::signing::Signing`]).
     pub fn signing(mut self, signing: crate::signing::Signing) -> Self {
         self.signing = signing;
         self
@@ -238,6 +239,16 @@ impl HostBuilder {
         {
             journal.sign_checkpoints(key.clone());
         }
+        // Without a journal, records are hashed into a chain in memory and signed by checkpoint
+        // when a proof is asked for ([`Host::proof`]).
+        let chain = match (&self.signing, &self.store) {
+            (crate::signing::Signing::Checkpoints, Store::Local(local))
+                if local.journal.is_none() =>
+            {
+                Some(Arc::new(crate::signing::MemoryChain::new(key.clone())))
+            }
+            _ => None,
+        };
         let grant_digests = tools
             .iter()
             .map(|(name, tool)| {
@@ -255,6 +266,7 @@ impl HostBuilder {
                 store: self.store,
                 named: std::sync::Mutex::default(),
                 key,
+                chain,
                 registry: self.registry,
                 secrets: self.secrets,
                 approver: self.approver,

@@ -37,6 +37,9 @@ struct Inner {
     store: Store,
     named: std::sync::Mutex<session::NamedSessions>,
     key: Arc<HostKey>,
+    /// The chain records are hashed into where there is no journal to take them and the key
+    /// signs checkpoints (`None`: each record is signed, or the journal takes it).
+    chain: Option<Arc<crate::signing::MemoryChain>>,
     registry: crate::registry::Registry,
     secrets: Option<Arc<dyn crate::secrets::SecretSource>>,
     approver: Option<Arc<dyn crate::approval::Approver>>,
@@ -117,6 +120,23 @@ impl Host {
     /// The public half of the key that signs this host's records (hex).
     pub fn public_key(&self) -> String {
         self.inner.key.public_hex()
+    }
+
+    /// The proof that a checkpoint signed by this host's key signs `record`, one of the records
+    /// it returned unsigned: those of a host without a journal that signs checkpoints (the
+    /// default), hashed into a chain in memory as each call ends. The checkpoint is signed now
+    /// if none covers the record yet, over every record since the last one; `vak verify` checks
+    /// the proof alone. Proofs are kept for about the last
+    /// [`KEPT`](crate::signing::memory_chain::KEPT) records. A journal's records have theirs
+    /// from [`Store::proof`].
+    pub fn proof(
+        &self,
+        record: &CallRecord,
+    ) -> Result<crate::journal::chain::EntryProof, crate::signing::ProofError> {
+        match &self.inner.chain {
+            Some(chain) => chain.proof(record),
+            None => Err(crate::signing::ProofError::NoChainInMemory),
+        }
     }
 
     /// The revocations in force; [`Revocations::revoke`] applies to new and running calls.

@@ -265,6 +265,7 @@ async fn lifecycle_vs_raw(
     rows.push(parts.sign_whole()?);
     rows.push(parts.sign_ahead()?);
     rows.push(parts.sign_batch());
+    rows.extend(parts.chain_in_memory()?);
     rows.push(parts.serialize());
     rows.extend(parts.journal().await?);
     // Each throughput run lasts about 100 ms at least: thread start-up and the VM's jitter would

@@ -104,6 +104,33 @@ impl Parts<'_> {
         )
     }
 
+    /// Hashing one record into a chain in memory (its JSON and a SHA-256 under the chain's
+    /// lock): what a call pays without a journal when its host signs checkpoints; then asking
+    /// for its proof right after, which signs a checkpoint over that one record (the worst case:
+    /// a proof asked after every call).
+    pub(super) fn chain_in_memory(&self) -> Result<[Row; 2], BenchError> {
+        let chain = vak_host::signing::MemoryChain::new(std::sync::Arc::new(self.key_copy()?));
+        let mut copy = self.record.clone();
+        let times = self.timed(self.per_round, 1, || {
+            std::hint::black_box(chain.append(std::hint::black_box(&mut copy)));
+        });
+        let append = summarize(
+            "vak: hashing the record into a chain in memory (no journal)",
+            times,
+            self.per_round,
+        );
+        let times = self.timed(self.per_round, 1, || {
+            chain.append(&mut copy);
+            std::hint::black_box(chain.proof(&copy).ok());
+        });
+        let proved = summarize(
+            "vak: the same, then its proof at once (a checkpoint of one record)",
+            times,
+            self.per_round,
+        );
+        Ok([append, proved])
+    }
+
     /// Serializing one record to JSON (what signing and the journal each do once).
     pub(super) fn serialize(&self) -> Row {
         let record = self.record;
