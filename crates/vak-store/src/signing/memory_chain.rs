@@ -15,7 +15,18 @@ use super::HostKey;
 use crate::record::CallRecord;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use vak_core::chain::{Checkpoint, EntryProof, GENESIS, MAX_CHECKPOINT_RUN, entry_hash};
+use vak_core::chain::{
+    Checkpoint, EntryProof, GENESIS, MAX_CHECKPOINT_RUN, entry_hash, entry_hash_of_bytes,
+};
+
+thread_local! {
+    /// A record's JSON, written where the last one was: most records are a few KiB, and growing
+    /// a new buffer for each (copies, allocations) cost as much as writing it.
+    static TEXT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A thread's buffer is let go after a record larger than this.
+const KEEP_TEXT_CAPACITY: usize = 64 * 1024;
 
 /// How many of the latest entries a chain in memory can prove (about 2 MiB of ids and hashes).
 pub const KEPT: usize = 16_384;
@@ -100,16 +111,27 @@ impl MemoryChain {
     /// Hash `record` (unsigned: its `signature` is cleared) into the chain; its place.
     pub fn append(&self, record: &mut CallRecord) -> i64 {
         record.signature = None;
-        // A record holds only strings, numbers and JSON values; serialization does not fail.
-        let text = serde_json::to_string(&*record).unwrap_or_default();
+        TEXT.with_borrow_mut(|text| {
+            text.clear();
+            // A record holds only strings, numbers and JSON values; serialization does not fail.
+            let _ = serde_json::to_writer(&mut *text, &*record);
+            let entry = self.append_text(&record.call_id, text);
+            if text.capacity() > KEEP_TEXT_CAPACITY {
+                *text = Vec::new();
+            }
+            entry
+        })
+    }
+
+    fn append_text(&self, call_id: &str, text: &[u8]) -> i64 {
         let mut state = self.lock();
         let entry = state.next;
-        let hash = entry_hash(&state.head, Some(&self.chain), entry, &text);
+        let hash = entry_hash_of_bytes(&state.head, Some(&self.chain), entry, text);
         state.next += 1;
         state.head.clone_from(&hash);
-        state.places.insert(record.call_id.clone(), entry);
+        state.places.insert(call_id.to_string(), entry);
         state.kept.push_back(Kept {
-            call_id: record.call_id.clone(),
+            call_id: call_id.to_string(),
             hash,
         });
         if state.kept.len() > KEPT
