@@ -31,11 +31,11 @@ pub const JOURNAL_UNAVAILABLE: &str = "journal_unavailable";
 /// copied to be hashed). `chain` is `None` for the one chain of a local journal written before
 /// chains had ids: its hashes leave the id out, as they were made.
 pub fn entry_hash(prev: &str, chain: Option<&str>, seq: i64, text: &str) -> String {
-    entry_hash_of_bytes(prev, chain, seq, text.as_bytes())
+    hex::encode(entry_digest(prev, chain, seq, text.as_bytes()))
 }
 
-/// [`entry_hash`] of a text held as bytes (UTF-8, as a serializer wrote it).
-pub fn entry_hash_of_bytes(prev: &str, chain: Option<&str>, seq: i64, text: &[u8]) -> String {
+/// [`entry_hash`] as bytes, of a text held as bytes (UTF-8, as a serializer wrote it).
+pub fn entry_digest(prev: &str, chain: Option<&str>, seq: i64, text: &[u8]) -> [u8; 32] {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     hash.update(prev.as_bytes());
@@ -47,7 +47,7 @@ pub fn entry_hash_of_bytes(prev: &str, chain: Option<&str>, seq: i64, text: &[u8
     hash.update(seq.to_string().as_bytes());
     hash.update(b"\n");
     hash.update(text);
-    hex::encode(hash.finalize())
+    hash.finalize().into()
 }
 
 /// What a chain entry is.

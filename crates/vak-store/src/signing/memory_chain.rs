@@ -8,16 +8,20 @@
 //! outlives the process, so a checkpoint no one asks for is never read; the first proof asked
 //! signs every entry made since the last checkpoint in one signature.
 //!
-//! Memory is bounded: the last [`KEPT`] entries (call id and hash) and the checkpoints over
-//! them are kept; an older record's proof is [`ProofError::Forgotten`].
+//! Each entry's Merkle leaf is added to the tree of the run not yet signed as it comes (a node
+//! hash per entry on average), so that signing a checkpoint is one signature and a proof is
+//! read off the kept tree: neither hashes a run of thousands of entries again under the lock
+//! every call takes. Memory is bounded: the last [`KEPT`] entries (call id and hash) and the
+//! checkpoints over them, with their trees, are kept (by our estimate about 4 MiB, up to about
+//! 12 MiB when a proof is asked after every call, each record then under a checkpoint of its
+//! own); an older record's proof is [`ProofError::Forgotten`].
 
 use super::HostKey;
 use crate::record::CallRecord;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use vak_core::chain::{
-    Checkpoint, EntryProof, GENESIS, MAX_CHECKPOINT_RUN, entry_hash, entry_hash_of_bytes,
-};
+use vak_core::chain::seal::merkle::{self, Hash};
+use vak_core::chain::{Checkpoint, EntryProof, Inclusion, MAX_CHECKPOINT_RUN, entry_digest};
 
 thread_local! {
     /// A record's JSON, written where the last one was: most records are a few KiB, and growing
@@ -28,7 +32,7 @@ thread_local! {
 /// A thread's buffer is let go after a record larger than this.
 const KEEP_TEXT_CAPACITY: usize = 64 * 1024;
 
-/// How many of the latest entries a chain in memory can prove (about 2 MiB of ids and hashes).
+/// How many of the latest entries a chain in memory can prove.
 pub const KEPT: usize = 16_384;
 
 /// Why a record's proof cannot be given.
@@ -63,24 +67,30 @@ pub struct MemoryChain {
 struct State {
     /// The place the next entry takes (the first is 1).
     next: i64,
-    /// The hash of the last entry ([`GENESIS`] before the first).
-    head: String,
     /// The last [`KEPT`] entries, oldest first: `kept[i]` is entry `first_kept + i`.
     kept: VecDeque<Kept>,
     first_kept: i64,
-    /// The hash of the entry before `kept[0]`.
-    before_kept: String,
+    /// The hash of the entry before `kept[0]`: zeros at first, which is
+    /// [`GENESIS`](vak_core::chain::GENESIS) in hex.
+    before_kept: Hash,
     /// Call id to place, for the kept entries.
     places: HashMap<String, i64>,
-    /// The checkpoints over kept entries, oldest first; they follow one another without a gap.
-    checkpoints: VecDeque<Checkpoint>,
-    /// The first entry no checkpoint covers yet.
+    /// The checkpoints over kept entries, oldest first, each with its tree; they follow one
+    /// another without a gap.
+    signed: VecDeque<Signed>,
+    /// The first entry no checkpoint covers yet, and the tree of those entries so far.
     unsigned_from: i64,
+    run: Levels,
 }
 
 struct Kept {
     call_id: String,
-    hash: String,
+    hash: Hash,
+}
+
+struct Signed {
+    checkpoint: Checkpoint,
+    tree: Levels,
 }
 
 impl MemoryChain {
@@ -92,13 +102,13 @@ impl MemoryChain {
             key,
             state: Mutex::new(State {
                 next: 1,
-                head: GENESIS.to_string(),
                 kept: VecDeque::new(),
                 first_kept: 1,
-                before_kept: GENESIS.to_string(),
+                before_kept: [0; 32],
                 places: HashMap::new(),
-                checkpoints: VecDeque::new(),
+                signed: VecDeque::new(),
                 unsigned_from: 1,
+                run: Levels::default(),
             }),
         }
     }
@@ -126,30 +136,36 @@ impl MemoryChain {
     fn append_text(&self, call_id: &str, text: &[u8]) -> i64 {
         let mut state = self.lock();
         let entry = state.next;
-        let hash = entry_hash_of_bytes(&state.head, Some(&self.chain), entry, text);
+        let prev = hex::encode(state.kept.back().map_or(&state.before_kept, |k| &k.hash));
+        let hash = entry_digest(&prev, Some(&self.chain), entry, text);
         state.next += 1;
-        state.head.clone_from(&hash);
         state.places.insert(call_id.to_string(), entry);
         state.kept.push_back(Kept {
             call_id: call_id.to_string(),
             hash,
         });
+        state.run.push(merkle::leaf(&hash));
         if state.kept.len() > KEPT
             && let Some(old) = state.kept.pop_front()
         {
+            let gone = state.first_kept;
             state.first_kept += 1;
             // A later record of the same call id keeps its own place.
-            if state.places.get(&old.call_id) == Some(&(state.first_kept - 1)) {
+            if state.places.get(&old.call_id) == Some(&gone) {
                 state.places.remove(&old.call_id);
             }
             state.before_kept = old.hash;
             let first = state.first_kept;
-            while state.checkpoints.front().is_some_and(|c| c.seq < first) {
-                state.checkpoints.pop_front();
+            while state
+                .signed
+                .front()
+                .is_some_and(|c| c.checkpoint.seq < first)
+            {
+                state.signed.pop_front();
             }
         }
         // Bounded either way: a run never outgrows what one checkpoint may cover.
-        if state.next - state.unsigned_from >= MAX_CHECKPOINT_RUN as i64 {
+        if state.run.leaves() >= MAX_CHECKPOINT_RUN {
             self.sign_pending(&mut state);
         }
         entry
@@ -164,77 +180,140 @@ impl MemoryChain {
         let text = serde_json::to_string(&unsigned).unwrap_or_default();
         let mut state = self.lock();
         let Some(&entry) = state.places.get(&record.call_id) else {
-            return Err(if state.next > 1 && state.first_kept > 1 {
+            return Err(if state.first_kept > 1 {
                 ProofError::Forgotten { call_id: call_id() }
             } else {
                 ProofError::NotInChain { call_id: call_id() }
             });
         };
         let index = (entry - state.first_kept) as usize;
-        let prev_hash = match index {
-            0 => state.before_kept.clone(),
-            i => state.kept[i - 1].hash.clone(),
-        };
-        let hash = state.kept[index].hash.clone();
-        if entry_hash(&prev_hash, Some(&self.chain), entry, &text) != hash {
+        let prev_hash = hex::encode(match index {
+            0 => &state.before_kept,
+            i => &state.kept[i - 1].hash,
+        });
+        let hash = state.kept[index].hash;
+        if entry_digest(&prev_hash, Some(&self.chain), entry, text.as_bytes()) != hash {
             return Err(ProofError::Altered { call_id: call_id() });
         }
         if entry >= state.unsigned_from {
             self.sign_pending(&mut state);
         }
-        let checkpoint = state
-            .checkpoints
-            .iter()
-            .find(|c| (c.from..=c.seq).contains(&entry))
-            .cloned()
+        // The checkpoints follow one another: the last that begins at or before the entry.
+        let at = state
+            .signed
+            .partition_point(|s| s.checkpoint.from <= entry)
+            .checked_sub(1);
+        let signed = at
+            .and_then(|at| state.signed.get(at))
+            .filter(|s| entry <= s.checkpoint.seq)
             .ok_or_else(|| ProofError::Forgotten { call_id: call_id() })?;
-        // A checkpoint's run may begin before the kept entries only when its first entries were
-        // dropped; its proof cannot be made then.
-        let start = checkpoint.from - state.first_kept;
-        let run = usize::try_from(start).ok().map(|start| {
-            state
-                .kept
-                .range(start..=(checkpoint.seq - state.first_kept) as usize)
-        });
-        let inclusion = run
-            .and_then(|run| checkpoint.proof(run.map(|k| k.hash.as_str()), entry))
-            .ok_or_else(|| ProofError::Forgotten { call_id: call_id() })?;
+        let leaf = (entry - signed.checkpoint.from) as usize;
         Ok(EntryProof {
             format: EntryProof::FORMAT.into(),
             chain: self.chain.clone(),
             entry,
             prev_hash,
-            hash,
+            hash: hex::encode(hash),
             text,
-            checkpoint,
-            inclusion,
+            checkpoint: signed.checkpoint.clone(),
+            inclusion: Inclusion {
+                index: leaf as u64,
+                path: signed.tree.path(leaf).iter().map(hex::encode).collect(),
+            },
         })
     }
 
-    /// Sign a checkpoint over the entries no checkpoint covers yet, if any.
+    /// Sign a checkpoint over the entries no checkpoint covers yet, if any: one signature, the
+    /// tree being built as they came.
     fn sign_pending(&self, state: &mut State) {
-        let (from, seq) = (state.unsigned_from, state.next - 1);
-        if seq < from {
-            return;
-        }
-        let start = (from - state.first_kept).max(0) as usize;
-        let hashes = state.kept.range(start..).map(|k| k.hash.as_str());
-        // Every kept hash is one `entry_hash` made: always 32 bytes of hex.
-        let Some(root) = Checkpoint::root_of(hashes) else {
+        let Some(root) = state.run.root() else {
             return;
         };
-        // Entries dropped before they were signed (more than KEPT made since the last
-        // checkpoint) are never signed: the run starts at the first one kept.
-        let from = from.max(state.first_kept);
-        state
-            .checkpoints
-            .push_back(self.key.sign_checkpoint(&self.chain, from, seq, root));
+        let (from, seq) = (state.unsigned_from, state.next - 1);
+        let checkpoint = self
+            .key
+            .sign_checkpoint(&self.chain, from, seq, hex::encode(root));
+        let tree = std::mem::take(&mut state.run);
+        state.signed.push_back(Signed { checkpoint, tree });
         state.unsigned_from = seq + 1;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // The state is consistent between statements that can panic; take it back after one.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A Merkle tree (RFC 9162 §2.1) built a leaf at a time: level `l` holds the roots of the
+/// complete subtrees of `2^l` leaves, left to right. Adding a leaf hashes at most one node per
+/// level (one on average), so that a checkpoint's root is ready when it is signed and any
+/// leaf's path is read off the levels, without hashing the run again.
+#[derive(Default)]
+struct Levels {
+    levels: Vec<Vec<Hash>>,
+}
+
+impl Levels {
+    fn leaves(&self) -> usize {
+        self.levels.first().map_or(0, Vec::len)
+    }
+
+    fn push(&mut self, leaf: Hash) {
+        let mut node = leaf;
+        for level in 0.. {
+            if self.levels.len() == level {
+                self.levels.push(Vec::new());
+            }
+            let nodes = &mut self.levels[level];
+            nodes.push(node);
+            if nodes.len() % 2 == 1 {
+                return;
+            }
+            node = merkle::node(&nodes[nodes.len() - 2], &nodes[nodes.len() - 1]);
+        }
+    }
+
+    /// The root of the complete subtrees below `level` that no node of `level` covers: the
+    /// leaves past the last complete subtree of `2^level` leaves, as RFC 9162 splits them.
+    fn rest_below(&self, level: usize) -> Option<Hash> {
+        let n = self.leaves();
+        let mut rest: Option<Hash> = None;
+        for (l, nodes) in self.levels.iter().enumerate().take(level) {
+            if (n >> l) & 1 == 1 {
+                let last = *nodes.last()?;
+                rest = Some(match rest {
+                    None => last,
+                    Some(right) => merkle::node(&last, &right),
+                });
+            }
+        }
+        rest
+    }
+
+    /// The root over every leaf (`None`: no leaves).
+    fn root(&self) -> Option<Hash> {
+        self.rest_below(self.levels.len())
+    }
+
+    /// The inclusion path of leaf `index`, siblings from the leaf up (RFC 9162 §2.1.3.1).
+    fn path(&self, index: usize) -> Vec<Hash> {
+        let n = self.leaves();
+        let mut path = Vec::new();
+        for (l, nodes) in self.levels.iter().enumerate() {
+            if n <= 1 << l {
+                break;
+            }
+            let i = index >> l;
+            if i % 2 == 1 {
+                path.extend(nodes.get(i - 1));
+            } else if let Some(right) = nodes.get(i + 1) {
+                path.push(*right);
+            } else if i < nodes.len() {
+                // The last complete subtree of its level: its sibling is what comes after it.
+                path.extend(self.rest_below(l));
+            }
+        }
+        path
     }
 }
 
@@ -276,6 +355,27 @@ mod tests {
         assert_eq!(next.prev_hash, last.hash, "linked to the entry before it");
         // Another key's proof does not pass for this one's.
         assert!(next.check(&["11".repeat(32)]).is_err());
+    }
+
+    /// The tree built a leaf at a time has RFC 9162's root and paths: those of `merkle::tree`,
+    /// and each path leads `root_from_path` to the root, at every size up to 70.
+    #[test]
+    fn the_tree_built_a_leaf_at_a_time_is_the_rfc_9162_tree() {
+        let leaves: Vec<Hash> = (0..70u8).map(|i| merkle::leaf(&[i; 32])).collect();
+        let mut levels = Levels::default();
+        assert_eq!(levels.root(), None);
+        for n in 1..=leaves.len() {
+            levels.push(leaves[n - 1]);
+            let (root, paths) = merkle::tree(&leaves[..n]).unwrap();
+            assert_eq!(levels.root(), Some(root), "{n} leaves");
+            for (i, path) in paths.iter().enumerate() {
+                assert_eq!(&levels.path(i), path, "leaf {i} of {n}");
+                assert_eq!(
+                    merkle::root_from_path(i as u64, n as u64, leaves[i], path),
+                    Some(root)
+                );
+            }
+        }
     }
 
     #[test]
@@ -320,7 +420,8 @@ mod tests {
             assert_eq!(state.kept.len(), KEPT);
             assert_eq!(state.places.len(), KEPT);
             // Signed along the way, MAX_CHECKPOINT_RUN entries at a time.
-            assert!(state.checkpoints.len() >= KEPT / MAX_CHECKPOINT_RUN - 1);
+            assert!(state.signed.len() >= KEPT / MAX_CHECKPOINT_RUN - 1);
+            assert!(state.run.leaves() < MAX_CHECKPOINT_RUN);
         }
         assert_eq!(
             chain.proof(&first),
