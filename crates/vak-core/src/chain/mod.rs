@@ -26,6 +26,16 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 /// written: such a record has limits and, rightly, no `started` entry.
 pub const JOURNAL_UNAVAILABLE: &str = "journal_unavailable";
 
+/// Hex digits of a chain's id.
+pub const CHAIN_ID_LEN: usize = 12;
+
+/// A new chain's id: random hex (a UUIDv7's random tail), for a journal's writer or a host's
+/// chain in memory.
+pub fn new_chain_id() -> String {
+    let id = uuid::Uuid::now_v7().simple().to_string();
+    id[id.len() - CHAIN_ID_LEN..].to_string()
+}
+
 /// SHA-256 of an entry: its chain's previous hash, the chain's id, the entry's place in its chain
 /// and its text, one per line, fed in parts (every call's entries go through here, and are not
 /// copied to be hashed). `chain` is `None` for the one chain of a local journal written before

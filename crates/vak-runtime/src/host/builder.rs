@@ -234,21 +234,18 @@ impl HostBuilder {
             examinations.push(exam);
         }
         let key = Arc::new(key);
-        if self.signing == crate::signing::Signing::Checkpoints
-            && let Some(journal) = self.store.local()
+        // Checkpoints: the local journal's indexer signs them; without a journal, records are
+        // hashed into a chain in memory, signed when a proof is asked for ([`Host::proof`]). A
+        // shared store signs each record.
+        let mut chain = None;
+        if let (crate::signing::Signing::Checkpoints, Store::Local(local)) =
+            (self.signing, &self.store)
         {
-            journal.sign_checkpoints(key.clone());
-        }
-        // Without a journal, records are hashed into a chain in memory and signed by checkpoint
-        // when a proof is asked for ([`Host::proof`]).
-        let chain = match (&self.signing, &self.store) {
-            (crate::signing::Signing::Checkpoints, Store::Local(local))
-                if local.journal.is_none() =>
-            {
-                Some(Arc::new(crate::signing::MemoryChain::new(key.clone())))
+            match &local.journal {
+                Some(journal) => journal.sign_checkpoints(key.clone()),
+                None => chain = Some(Arc::new(crate::signing::MemoryChain::new(key.clone()))),
             }
-            _ => None,
-        };
+        }
         let grant_digests = tools
             .iter()
             .map(|(name, tool)| {

@@ -25,6 +25,7 @@ use super::{Durability, JournalError, Row};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use vak_core::chain::{CHAIN_ID_LEN, new_chain_id};
 
 /// The log's size beyond which it is emptied, once everything in it is indexed.
 pub(super) const LOG_RESET_BYTES: u64 = 1 << 20;
@@ -38,9 +39,6 @@ pub(super) const FRAME_HEADER: usize = 8;
 
 /// Bytes of a frame's body before the entry: the file's lap and the entry's place.
 pub(super) const FRAME_PREFIX: usize = 12;
-
-/// Hex digits of a chain's id.
-const CHAIN_ID_LEN: usize = 12;
 
 /// A chain's head: its last entry's place and hash.
 type ChainHead = (i64, String);
@@ -76,12 +74,6 @@ pub(super) fn is_chain_id(s: &str) -> bool {
     s.len() == CHAIN_ID_LEN
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-/// A new chain's id: random hex (a UUIDv7's random tail).
-fn new_chain_id() -> String {
-    let id = uuid::Uuid::now_v7().simple().to_string();
-    id[id.len() - CHAIN_ID_LEN..].to_string()
 }
 
 /// The chains whose logs are in the chains' folder, in name order.

@@ -94,11 +94,11 @@ struct Signed {
 }
 
 impl MemoryChain {
-    /// A new, empty chain signed by `key`, with an id of its own (random hex).
+    /// A new, empty chain signed by `key`, with an id of its own (random hex, as a journal
+    /// chain's).
     pub fn new(key: Arc<HostKey>) -> MemoryChain {
-        let id = uuid::Uuid::now_v7().simple().to_string();
         MemoryChain {
-            chain: format!("m{}", &id[id.len() - 15..]),
+            chain: vak_core::chain::new_chain_id(),
             key,
             state: Mutex::new(State {
                 next: 1,
@@ -111,11 +111,6 @@ impl MemoryChain {
                 run: Levels::default(),
             }),
         }
-    }
-
-    /// The chain's id.
-    pub fn id(&self) -> &str {
-        &self.chain
     }
 
     /// Hash `record` (unsigned: its `signature` is cleared) into the chain; its place.

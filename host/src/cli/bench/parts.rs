@@ -104,8 +104,8 @@ impl Parts<'_> {
         )
     }
 
-    /// Hashing one record into a chain in memory (its JSON and a SHA-256 under the chain's
-    /// lock): what a call pays without a journal when its host signs checkpoints; then asking
+    /// Hashing one record into a chain in memory (its JSON, a SHA-256 and its Merkle leaf under
+    /// the chain's lock): what a call pays without a journal when its host signs checkpoints; then asking
     /// for its proof right after, which signs a checkpoint over that one record (the worst case:
     /// a proof asked after every call).
     pub(super) fn chain_in_memory(&self) -> Result<[Row; 2], BenchError> {
